@@ -1,0 +1,105 @@
+/**
+ * The real file system behind the `Fs` port, on node:fs/promises (which Bun implements natively).
+ * Durability comes only from explicit fsync calls: nothing relies on Bun's write `flush` options.
+ */
+import * as fsp from "node:fs/promises";
+import type { FileHandle, FileStat, Fs, OpenMode } from "./fs.ts";
+
+class NodeFileHandle implements FileHandle {
+  private endPosition: number;
+  constructor(private readonly handle: fsp.FileHandle, size: number) {
+    this.endPosition = size;
+  }
+  async write(data: Uint8Array, position?: number): Promise<void> {
+    let at = position ?? this.endPosition;
+    let offset = 0;
+    while (offset < data.length) {
+      const { bytesWritten } = await this.handle.write(data, offset, data.length - offset, at);
+      offset += bytesWritten;
+      at += bytesWritten;
+    }
+    if (at > this.endPosition) this.endPosition = at;
+  }
+  async read(length: number, position: number): Promise<Uint8Array> {
+    const buffer = new Uint8Array(length);
+    let total = 0;
+    while (total < length) {
+      const { bytesRead } = await this.handle.read(buffer, total, length - total, position + total);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+    }
+    return total === length ? buffer : buffer.subarray(0, total);
+  }
+  async truncate(length: number): Promise<void> {
+    await this.handle.truncate(length);
+    this.endPosition = length;
+  }
+  async fsync(): Promise<void> {
+    await this.handle.sync();
+  }
+  async size(): Promise<number> {
+    return this.endPosition;
+  }
+  async close(): Promise<void> {
+    await this.handle.close();
+  }
+}
+
+const openFlags: Record<OpenMode, string> = { r: "r", rw: "a+", w: "w+" };
+
+export const nodeFs: Fs = {
+  async open(path: string, mode: OpenMode): Promise<FileHandle> {
+    // "a+" would force appends to the end on Linux regardless of position; open r+ and create first.
+    let handle: fsp.FileHandle;
+    if (mode === "rw") {
+      try {
+        handle = await fsp.open(path, "r+");
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+        handle = await fsp.open(path, "wx+").catch(async (e: NodeJS.ErrnoException) => {
+          if (e.code === "EEXIST") return fsp.open(path, "r+");
+          throw e;
+        });
+      }
+    } else {
+      handle = await fsp.open(path, openFlags[mode]);
+    }
+    const { size } = await handle.stat();
+    return new NodeFileHandle(handle, size);
+  },
+  async readFile(path: string): Promise<Uint8Array> {
+    return new Uint8Array(await fsp.readFile(path));
+  },
+  async rename(from: string, to: string): Promise<void> {
+    await fsp.rename(from, to);
+  },
+  async fsyncDir(path: string): Promise<void> {
+    const handle = await fsp.open(path, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  },
+  async mkdirp(path: string): Promise<void> {
+    await fsp.mkdir(path, { recursive: true });
+  },
+  async readdir(path: string): Promise<string[]> {
+    return (await fsp.readdir(path)).sort();
+  },
+  async unlink(path: string): Promise<void> {
+    await fsp.unlink(path);
+  },
+  async rmrf(path: string): Promise<void> {
+    await fsp.rm(path, { recursive: true, force: true });
+  },
+  async stat(path: string): Promise<FileStat | undefined> {
+    try {
+      const s = await fsp.stat(path);
+      return { size: s.size, isDirectory: s.isDirectory(), mtimeMs: s.mtimeMs };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+  },
+};

@@ -1,0 +1,177 @@
+/**
+ * Growable big-endian writer. Encoders write straight into one buffer; `finish()` returns a view of the
+ * bytes written, without copying.
+ */
+import type { TaggedField } from "./reader.ts";
+
+const textEncoder = new TextEncoder();
+
+export function utf8Length(s: string): number {
+  // Fast path for ASCII, which is nearly every topic name, client id and group id.
+  let ascii = true;
+  for (let i = 0; i < s.length; i++) {
+    if (s.charCodeAt(i) > 0x7f) {
+      ascii = false;
+      break;
+    }
+  }
+  return ascii ? s.length : textEncoder.encode(s).length;
+}
+
+export function uvarintSize(value: number): number {
+  let v = value >>> 0;
+  let size = 1;
+  while (v >= 0x80) {
+    v >>>= 7;
+    size++;
+  }
+  return size;
+}
+
+export class Writer {
+  private buffer: Uint8Array;
+  private view: DataView;
+  offset = 0;
+
+  constructor(initialCapacity = 256) {
+    this.buffer = new Uint8Array(initialCapacity);
+    this.view = new DataView(this.buffer.buffer);
+  }
+
+  private ensure(bytes: number): number {
+    const at = this.offset;
+    const needed = at + bytes;
+    if (needed > this.buffer.length) {
+      let capacity = this.buffer.length * 2;
+      while (capacity < needed) capacity *= 2;
+      const next = new Uint8Array(capacity);
+      next.set(this.buffer.subarray(0, at));
+      this.buffer = next;
+      this.view = new DataView(next.buffer);
+    }
+    this.offset = needed;
+    return at;
+  }
+
+  finish(): Uint8Array {
+    return this.buffer.subarray(0, this.offset);
+  }
+
+  /** Overwrites an int32 written earlier (frame sizes, batch lengths). */
+  patchInt32(at: number, value: number): void {
+    this.view.setInt32(at, value);
+  }
+
+  int8(v: number): void {
+    this.view.setInt8(this.ensure(1), v);
+  }
+  int16(v: number): void {
+    this.view.setInt16(this.ensure(2), v);
+  }
+  uint16(v: number): void {
+    this.view.setUint16(this.ensure(2), v);
+  }
+  int32(v: number): void {
+    this.view.setInt32(this.ensure(4), v);
+  }
+  uint32(v: number): void {
+    this.view.setUint32(this.ensure(4), v);
+  }
+  int64(v: number): void {
+    const at = this.ensure(8);
+    const high = Math.floor(v / 4294967296);
+    this.view.setInt32(at, high);
+    this.view.setUint32(at + 4, v - high * 4294967296);
+  }
+  float64(v: number): void {
+    this.view.setFloat64(this.ensure(8), v);
+  }
+  bool(v: boolean): void {
+    this.buffer[this.ensure(1)] = v ? 1 : 0;
+  }
+  uvarint(value: number): void {
+    let v = value >>> 0;
+    while (v >= 0x80) {
+      this.buffer[this.ensure(1)] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    this.buffer[this.ensure(1)] = v;
+  }
+  varint(v: number): void {
+    this.uvarint((v << 1) ^ (v >> 31));
+  }
+  varlong(v: number): void {
+    // zigzag in float arithmetic so values beyond 32 bits survive
+    let z = v >= 0 ? v * 2 : -v * 2 - 1;
+    while (z >= 0x80) {
+      this.buffer[this.ensure(1)] = (z % 128) | 0x80;
+      z = Math.floor(z / 128);
+    }
+    this.buffer[this.ensure(1)] = z;
+  }
+  uuid(v: string): void {
+    const at = this.ensure(16);
+    const digits = v.replaceAll("-", "");
+    for (let i = 0; i < 16; i++) this.buffer[at + i] = parseInt(digits.substr(i * 2, 2), 16) || 0;
+  }
+  raw(bytes: Uint8Array): void {
+    this.buffer.set(bytes, this.ensure(bytes.length));
+  }
+  private utf8(s: string): void {
+    const length = utf8Length(s);
+    const at = this.ensure(length);
+    if (length === s.length) {
+      for (let i = 0; i < length; i++) this.buffer[at + i] = s.charCodeAt(i);
+    } else {
+      textEncoder.encodeInto(s, this.buffer.subarray(at, at + length));
+    }
+  }
+  string(s: string): void {
+    this.int16(utf8Length(s));
+    this.utf8(s);
+  }
+  nullableString(s: string | null): void {
+    if (s === null) this.int16(-1);
+    else this.string(s);
+  }
+  compactString(s: string): void {
+    this.uvarint(utf8Length(s) + 1);
+    this.utf8(s);
+  }
+  compactNullableString(s: string | null): void {
+    if (s === null) this.uvarint(0);
+    else this.compactString(s);
+  }
+  bytes(b: Uint8Array): void {
+    this.int32(b.length);
+    this.raw(b);
+  }
+  nullableBytes(b: Uint8Array | null): void {
+    if (b === null) this.int32(-1);
+    else this.bytes(b);
+  }
+  compactBytes(b: Uint8Array): void {
+    this.uvarint(b.length + 1);
+    this.raw(b);
+  }
+  compactNullableBytes(b: Uint8Array | null): void {
+    if (b === null) this.uvarint(0);
+    else this.compactBytes(b);
+  }
+
+  /** Writes one tagged field whose body is produced by `body` into a scratch writer. */
+  taggedField(tag: number, body: (w: Writer) => void): void {
+    const scratch = new Writer(32);
+    body(scratch);
+    const data = scratch.finish();
+    this.uvarint(tag);
+    this.uvarint(data.length);
+    this.raw(data);
+  }
+
+  unknownTaggedField(field: TaggedField): void {
+    this.uvarint(field.tag);
+    this.uvarint(field.data.length);
+    this.raw(field.data);
+  }
+}
