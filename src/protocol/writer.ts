@@ -63,19 +63,24 @@ export class Writer {
   }
 
   int8(v: number): void {
-    this.view.setInt8(this.ensure(1), v);
+    const at = this.ensure(1);
+    this.view.setInt8(at, v);
   }
   int16(v: number): void {
-    this.view.setInt16(this.ensure(2), v);
+    const at = this.ensure(2);
+    this.view.setInt16(at, v);
   }
   uint16(v: number): void {
-    this.view.setUint16(this.ensure(2), v);
+    const at = this.ensure(2);
+    this.view.setUint16(at, v);
   }
   int32(v: number): void {
-    this.view.setInt32(this.ensure(4), v);
+    const at = this.ensure(4);
+    this.view.setInt32(at, v);
   }
   uint32(v: number): void {
-    this.view.setUint32(this.ensure(4), v);
+    const at = this.ensure(4);
+    this.view.setUint32(at, v);
   }
   int64(v: number): void {
     const at = this.ensure(8);
@@ -84,18 +89,22 @@ export class Writer {
     this.view.setUint32(at + 4, v - high * 4294967296);
   }
   float64(v: number): void {
-    this.view.setFloat64(this.ensure(8), v);
+    const at = this.ensure(8);
+    this.view.setFloat64(at, v);
   }
   bool(v: boolean): void {
-    this.buffer[this.ensure(1)] = v ? 1 : 0;
+    const at = this.ensure(1);
+    this.buffer[at] = v ? 1 : 0;
   }
   uvarint(value: number): void {
     let v = value >>> 0;
     while (v >= 0x80) {
-      this.buffer[this.ensure(1)] = (v & 0x7f) | 0x80;
+      const at = this.ensure(1);
+      this.buffer[at] = (v & 0x7f) | 0x80;
       v >>>= 7;
     }
-    this.buffer[this.ensure(1)] = v;
+    const at = this.ensure(1);
+    this.buffer[at] = v;
   }
   varint(v: number): void {
     this.uvarint((v << 1) ^ (v >> 31));
@@ -104,10 +113,12 @@ export class Writer {
     // zigzag in float arithmetic so values beyond 32 bits survive
     let z = v >= 0 ? v * 2 : -v * 2 - 1;
     while (z >= 0x80) {
-      this.buffer[this.ensure(1)] = (z % 128) | 0x80;
+      const at = this.ensure(1);
+      this.buffer[at] = (z % 128) | 0x80;
       z = Math.floor(z / 128);
     }
-    this.buffer[this.ensure(1)] = z;
+    const last = this.ensure(1);
+    this.buffer[last] = z;
   }
   uuid(v: string): void {
     const at = this.ensure(16);
@@ -115,7 +126,8 @@ export class Writer {
     for (let i = 0; i < 16; i++) this.buffer[at + i] = parseInt(digits.substr(i * 2, 2), 16) || 0;
   }
   raw(bytes: Uint8Array): void {
-    this.buffer.set(bytes, this.ensure(bytes.length));
+    const at = this.ensure(bytes.length);
+    this.buffer.set(bytes, at);
   }
   private utf8(s: string): void {
     const length = utf8Length(s);

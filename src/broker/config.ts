@@ -1,0 +1,60 @@
+/**
+ * The broker's configuration after parsing (cli/ turns flags, environment and the config file into this).
+ * Names follow Apache Kafka's property names in camelCase, units last.
+ */
+export interface BrokerConfig {
+  dataDir: string;
+  /** Kafka listener; port 0 picks a free port. */
+  listenHost: string;
+  listenPort: number;
+  /** What Metadata tells clients to connect to; defaults to the bound listener. */
+  advertisedHost: string | undefined;
+  advertisedPort: number | undefined;
+  httpHost: string;
+  httpPort: number;
+  brokerId: number;
+  /** socket.request.max.bytes */
+  socketRequestMaxBytes: number;
+  /** connections.max.idle.ms */
+  connectionsMaxIdleMs: number;
+  /** auto.create.topics.enable */
+  autoCreateTopicsEnable: boolean;
+  /** num.partitions: partitions of an auto-created topic, or CreateTopics with -1 */
+  numPartitions: number;
+  /** Broker-level defaults of topic configs (log.retention.ms etc.), by topic config name. */
+  topicConfigDefaults: Record<string, string>;
+  /** transaction.max.timeout.ms */
+  transactionMaxTimeoutMs: number;
+  /** producer.id.expiration.ms */
+  producerIdExpirationMs: number;
+  /** group.initial.rebalance.delay.ms */
+  groupInitialRebalanceDelayMs: number;
+  /** offsets.retention.minutes, in ms */
+  offsetsRetentionMs: number;
+  logFormat: "text" | "json";
+  logLevel: "debug" | "info" | "warn" | "error";
+}
+
+export function defaultBrokerConfig(): BrokerConfig {
+  return {
+    dataDir: "./data",
+    listenHost: "127.0.0.1",
+    listenPort: 9092,
+    advertisedHost: undefined,
+    advertisedPort: undefined,
+    httpHost: "127.0.0.1",
+    httpPort: 9644,
+    brokerId: 0,
+    socketRequestMaxBytes: 104857600,
+    connectionsMaxIdleMs: 600000,
+    autoCreateTopicsEnable: true,
+    numPartitions: 1,
+    topicConfigDefaults: {},
+    transactionMaxTimeoutMs: 900000,
+    producerIdExpirationMs: 86400000,
+    groupInitialRebalanceDelayMs: 3000,
+    offsetsRetentionMs: 7 * 24 * 60 * 60 * 1000,
+    logFormat: "text",
+    logLevel: "info",
+  };
+}

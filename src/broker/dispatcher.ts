@@ -1,0 +1,74 @@
+/**
+ * Turns one request frame into one response frame: header, version checks, decode, handler, encode.
+ *
+ * - A frame whose header does not parse, an unknown API key, or a version outside the schema is malformed
+ *   input: DecodeError, and the listener closes the connection (as Apache does).
+ * - ApiVersions in a version we do not know is answered in v0 with UNSUPPORTED_VERSION and our list, so the
+ *   client can retry with a version we speak.
+ * - A known API in a schema version that its handler does not serve is answered with UNSUPPORTED_VERSION in
+ *   that version's shape.
+ * - A handler that throws anything but a FatalError answers UNKNOWN_SERVER_ERROR and the broker goes on.
+ */
+import { DecodeError, FatalError } from "../errors/errors.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { Logger } from "../platform/logger.ts";
+import { apiCodecsByKey } from "../protocol/generated/index.ts";
+import { encodeApiVersionsResponse } from "../protocol/generated/api-versions-response.ts";
+import { API_VERSIONS_KEY, encodeResponseFrame, parseRequestFrame } from "../protocol/header.ts";
+import type { ConnectionInfo, Handler, RequestContext } from "./handler.ts";
+import type { HandlerRegistry } from "./registry.ts";
+
+export interface RequestObserver {
+  /** Called once per answered request, for metrics. */
+  onRequest(apiKey: number, apiVersion: number, durationMs: number, errored: boolean): void;
+}
+
+export class Dispatcher {
+  constructor(
+    private readonly registry: HandlerRegistry,
+    private readonly log: Logger,
+    private readonly observer?: RequestObserver,
+  ) {}
+
+  async dispatch(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array | null> {
+    const startedMs = performance.now();
+    const { header, body } = parseRequestFrame(frame);
+    const apiKey = header.requestApiKey;
+    const apiVersion = header.requestApiVersion;
+    const codecs = apiCodecsByKey.get(apiKey);
+    const handler = this.registry.get(apiKey);
+    if (!codecs || !handler) {
+      throw new DecodeError(`unsupported API key ${apiKey} (version ${apiVersion}) from ${connection.remoteAddress}`);
+    }
+    if (apiVersion < codecs.minVersion || apiVersion > codecs.maxVersion) {
+      if (apiKey === API_VERSIONS_KEY) {
+        return encodeResponseFrame(apiKey, 0, header.correlationId, (w) =>
+          encodeApiVersionsResponse(w, 0, { errorCode: ErrorCode.UNSUPPORTED_VERSION, apiKeys: this.registry.apiVersions() }),
+        );
+      }
+      throw new DecodeError(`unsupported version ${apiVersion} of API key ${apiKey} from ${connection.remoteAddress}`);
+    }
+    const request = codecs.decodeRequest(body, apiVersion);
+    const ctx: RequestContext = { header, apiVersion, connection };
+    let response: unknown;
+    let errored = false;
+    if (apiVersion < handler.minVersion || apiVersion > handler.maxVersion) {
+      response = handler.errorResponse(request, ErrorCode.UNSUPPORTED_VERSION, apiVersion);
+      errored = true;
+    } else {
+      try {
+        response = await handler.handle(request, ctx);
+      } catch (error) {
+        if (error instanceof FatalError || error instanceof DecodeError) throw error;
+        this.log.error("handler failed", { apiKey, apiVersion, error: String((error as Error)?.stack ?? error) });
+        response = handler.errorResponse(request, ErrorCode.UNKNOWN_SERVER_ERROR, apiVersion);
+        errored = true;
+      }
+    }
+    this.observer?.onRequest(apiKey, apiVersion, performance.now() - startedMs, errored);
+    if (response === null) return null;
+    return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response));
+  }
+}
+
+export type { Handler };

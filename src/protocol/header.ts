@@ -1,0 +1,59 @@
+/**
+ * Request and response headers: which header version goes with which API version, and the framing of a
+ * response (header + body) in one buffer.
+ */
+import { DecodeError } from "../errors/errors.ts";
+import { apiCodecsByKey } from "./generated/index.ts";
+import { decodeRequestHeader, type RequestHeader } from "./generated/request-header.ts";
+import { encodeResponseHeader } from "./generated/response-header.ts";
+import { Reader } from "./reader.ts";
+import { Writer } from "./writer.ts";
+
+export const API_VERSIONS_KEY = 18;
+
+/** Header v2 for flexible request versions, v1 otherwise (v0 only for ControlledShutdown v0, not served). */
+export function requestHeaderVersion(apiKey: number, apiVersion: number): number {
+  const api = apiCodecsByKey.get(apiKey);
+  return api && api.flexibleMinVersion >= 0 && apiVersion >= api.flexibleMinVersion ? 2 : 1;
+}
+
+/**
+ * Header v1 for flexible response versions, v0 otherwise. ApiVersions responses always use v0, because a
+ * client must be able to read the answer before it knows which versions the broker speaks.
+ */
+export function responseHeaderVersion(apiKey: number, apiVersion: number): number {
+  if (apiKey === API_VERSIONS_KEY) return 0;
+  const api = apiCodecsByKey.get(apiKey);
+  return api && api.flexibleMinVersion >= 0 && apiVersion >= api.flexibleMinVersion ? 1 : 0;
+}
+
+export interface ParsedRequest {
+  header: RequestHeader;
+  /** Reader positioned at the start of the request body. */
+  body: Reader;
+}
+
+/** Parses the request header; the caller decodes the body with the API's codec. */
+export function parseRequestFrame(frame: Uint8Array): ParsedRequest {
+  if (frame.length < 8) throw new DecodeError(`request of ${frame.length} bytes is shorter than a header`);
+  const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  const apiKey = view.getInt16(0);
+  const apiVersion = view.getInt16(2);
+  const reader = new Reader(frame);
+  const header = decodeRequestHeader(reader, requestHeaderVersion(apiKey, apiVersion));
+  return { header, body: reader };
+}
+
+/** Encodes header + body into one buffer (no size prefix; the listener adds it). */
+export function encodeResponseFrame(
+  apiKey: number,
+  apiVersion: number,
+  correlationId: number,
+  encodeBody: (w: Writer, version: number) => void,
+  sizeHint = 256,
+): Uint8Array {
+  const w = new Writer(sizeHint);
+  encodeResponseHeader(w, responseHeaderVersion(apiKey, apiVersion), { correlationId });
+  encodeBody(w, apiVersion);
+  return w.finish();
+}
