@@ -15,8 +15,10 @@ export interface BrokerConfig {
   brokerId: number;
   /** socket.request.max.bytes */
   socketRequestMaxBytes: number;
-  /** connections.max.idle.ms */
+  /** connections.max.idle.ms; 0 or less never closes an idle connection. */
   connectionsMaxIdleMs: number;
+  /** max.connections: connections beyond this are closed on accept (Apache's default is unbounded). */
+  maxConnections: number;
   /** auto.create.topics.enable */
   autoCreateTopicsEnable: boolean;
   /** num.partitions: partitions of an auto-created topic, or CreateTopics with -1 */
@@ -47,6 +49,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     brokerId: 0,
     socketRequestMaxBytes: 104857600,
     connectionsMaxIdleMs: 600000,
+    maxConnections: 10000,
     autoCreateTopicsEnable: true,
     numPartitions: 1,
     topicConfigDefaults: {},

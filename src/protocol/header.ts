@@ -44,7 +44,13 @@ export function parseRequestFrame(frame: Uint8Array): ParsedRequest {
   return { header, body: reader };
 }
 
-/** Encodes header + body into one buffer (no size prefix; the listener adds it). */
+/**
+ * The listener's mark for a response whose 4 bytes before the view are reserved for the size prefix, so that
+ * prefix and body leave in one write without a copy (net/kafka-listener.ts, withReservedSizePrefix).
+ */
+const reservedSizePrefix = Symbol.for("bunka.reservedSizePrefix");
+
+/** Encodes header + body into one buffer, the view starting after 4 bytes reserved for the size prefix. */
 export function encodeResponseFrame(
   apiKey: number,
   apiVersion: number,
@@ -53,7 +59,10 @@ export function encodeResponseFrame(
   sizeHint = 256,
 ): Uint8Array {
   const w = new Writer(sizeHint);
+  w.int32(0);
   encodeResponseHeader(w, responseHeaderVersion(apiKey, apiVersion), { correlationId });
   encodeBody(w, apiVersion);
-  return w.finish();
+  const body = w.finish().subarray(4) as Uint8Array & { [reservedSizePrefix]?: true };
+  body[reservedSizePrefix] = true;
+  return body;
 }

@@ -1,0 +1,157 @@
+/**
+ * CreateTopics (key 19), versions 0-7.
+ *
+ * Per topic, in Apache's order of checks: a name repeated in the request -> INVALID_REQUEST for every copy;
+ * an illegal name -> INVALID_TOPIC_EXCEPTION; an existing one -> TOPIC_ALREADY_EXISTS; partitions 0 or below
+ * -1 -> INVALID_PARTITIONS; a replication factor other than 1 or -1 (one copy of the data lives on the
+ * shared volume) -> INVALID_REPLICATION_FACTOR; a manual assignment must give every partition 0..n-1
+ * exactly this broker -> INVALID_REPLICA_ASSIGNMENT; configs bunka does not honour or invalid values ->
+ * INVALID_CONFIG. validateOnly checks without creating. v5+ answers the partition count, replication factor
+ * and the topic's configs; v7+ the topic id.
+ * Deliberately not done: create-topic policies and controller mutation quotas (no THROTTLING_QUOTA_EXCEEDED).
+ */
+import { describeTopicConfigs, topicConfigProblems } from "../domain/topic-config.ts";
+import { topicNameInvalidReason } from "../domain/topic-name.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { CreateTopicsRequest, CreateTopicsRequest_CreatableTopic } from "../protocol/generated/create-topics-request.ts";
+import type {
+  CreateTopicsResponseInit,
+  CreateTopicsResponse_CreatableTopicResultInit,
+} from "../protocol/generated/create-topics-response.ts";
+import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
+
+/** DescribeConfigs' ConfigSource values. */
+export const ConfigSource = { DYNAMIC_TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5 } as const;
+
+export function createTopicsHandler(services: BrokerServices): Handler<CreateTopicsRequest, CreateTopicsResponseInit> {
+  const { topics, config, ownership } = services;
+
+  const failure = (name: string, errorCode: number, errorMessage: string | null): CreateTopicsResponse_CreatableTopicResultInit => ({
+    name,
+    errorCode,
+    errorMessage,
+    numPartitions: -1,
+    replicationFactor: -1,
+    configs: null,
+  });
+
+  /** Validation that does not need the store; returns the failure or the partition count to create. */
+  const check = (topic: CreateTopicsRequest_CreatableTopic): CreateTopicsResponse_CreatableTopicResultInit | number => {
+    const nameReason = topicNameInvalidReason(topic.name);
+    if (nameReason !== null) return failure(topic.name, ErrorCode.INVALID_TOPIC_EXCEPTION, nameReason);
+    if (topics.get(topic.name)) {
+      return failure(topic.name, ErrorCode.TOPIC_ALREADY_EXISTS, `Topic '${topic.name}' already exists.`);
+    }
+    const brokers = ownership.brokers().length;
+    let partitions = topic.numPartitions;
+    if (topic.assignments.length > 0) {
+      if (topic.numPartitions !== -1 || topic.replicationFactor !== -1) {
+        return failure(
+          topic.name,
+          ErrorCode.INVALID_REQUEST,
+          "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+        );
+      }
+      const indexes = topic.assignments.map((a) => a.partitionIndex).sort((a, b) => a - b);
+      const contiguous = indexes.every((p, i) => p === i);
+      if (!contiguous) {
+        return failure(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0 to n-1, each once.");
+      }
+      const foreign = topic.assignments.find(
+        (a) => a.brokerIds.length !== 1 || !ownership.brokers().some((b) => b.brokerId === a.brokerIds[0]),
+      );
+      if (foreign) {
+        return failure(
+          topic.name,
+          ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+          `Partition ${foreign.partitionIndex} must be assigned to exactly one registered broker: bunka keeps one copy of each partition.`,
+        );
+      }
+      partitions = indexes.length;
+    } else {
+      if (partitions === -1) partitions = config.numPartitions;
+      if (partitions <= 0) {
+        return failure(topic.name, ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.");
+      }
+      if (topic.replicationFactor !== -1 && topic.replicationFactor !== 1) {
+        const message =
+          topic.replicationFactor <= 0
+            ? "Replication factor must be larger than 0, or -1 to use the default value."
+            : `Unable to replicate the partition ${topic.replicationFactor} time(s): The target replication factor of ${topic.replicationFactor} cannot be reached because only ${brokers} broker(s) are registered.`;
+        return failure(topic.name, ErrorCode.INVALID_REPLICATION_FACTOR, message);
+      }
+    }
+    const configs = ownConfigs(topic);
+    const problem = topicConfigProblems(configs)[0];
+    if (problem !== undefined) return failure(topic.name, ErrorCode.INVALID_CONFIG, problem.reason);
+    return partitions;
+  };
+
+  const ownConfigs = (topic: CreateTopicsRequest_CreatableTopic): Record<string, string> => {
+    const configs: Record<string, string> = {};
+    for (const c of topic.configs) if (c.value !== null) configs[c.name] = c.value;
+    return configs;
+  };
+
+  const success = (
+    name: string,
+    topicId: string,
+    partitions: number,
+    configs: Record<string, string>,
+  ): CreateTopicsResponse_CreatableTopicResultInit => ({
+    name,
+    topicId,
+    errorCode: ErrorCode.NONE,
+    errorMessage: null,
+    numPartitions: partitions,
+    replicationFactor: 1,
+    configs: describeTopicConfigs(configs).map((c) => ({
+      name: c.name,
+      value: c.value,
+      readOnly: false,
+      configSource: c.isDefault ? ConfigSource.DEFAULT_CONFIG : ConfigSource.DYNAMIC_TOPIC_CONFIG,
+      isSensitive: false,
+    })),
+  });
+
+  return {
+    apiKey: 19,
+    minVersion: 0,
+    maxVersion: 7,
+    async handle(request) {
+      const counts = new Map<string, number>();
+      for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
+      const results: CreateTopicsResponse_CreatableTopicResultInit[] = [];
+      for (const topic of request.topics) {
+        if (counts.get(topic.name)! > 1) {
+          results.push(
+            failure(topic.name, ErrorCode.INVALID_REQUEST, "Create topics request from client contains multiple entries for the topic."),
+          );
+          continue;
+        }
+        const checked = check(topic);
+        if (typeof checked !== "number") {
+          results.push(checked);
+          continue;
+        }
+        const configs = ownConfigs(topic);
+        if (request.validateOnly) {
+          results.push(success(topic.name, "00000000-0000-0000-0000-000000000000", checked, configs));
+          continue;
+        }
+        const created = await topics.create({ name: topic.name, partitions: checked, configs });
+        if (!created.ok) {
+          results.push(failure(topic.name, ErrorCode[created.error], created.message));
+          continue;
+        }
+        services.log.info("created topic", { topic: topic.name, partitions: checked, topicId: created.topic.topicId });
+        results.push(success(topic.name, created.topic.topicId, checked, configs));
+      }
+      return { throttleTimeMs: 0, topics: results };
+    },
+    errorResponse(request, errorCode) {
+      return { topics: request.topics.map((t) => failure(t.name, errorCode, null)) };
+    },
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * DeleteTopics (key 20), versions 0-6.
+ *
+ * Topics by name (v0-5 TopicNames, v6 Topics with a name) or by id (v6). Unknown name ->
+ * UNKNOWN_TOPIC_OR_PARTITION, unknown id -> UNKNOWN_TOPIC_ID; a topic named by both must match, else
+ * INVALID_REQUEST. The topic store renames the partition directories before forgetting the topic, so a
+ * topic re-created with the same name never sees the old data.
+ * Deliberately not done: delete.topic.enable=false (deletion is always allowed), mutation quotas.
+ */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import { ZERO_UUID } from "../protocol/codec-support.ts";
+import type { DeleteTopicsRequest } from "../protocol/generated/delete-topics-request.ts";
+import type {
+  DeleteTopicsResponseInit,
+  DeleteTopicsResponse_DeletableTopicResultInit,
+} from "../protocol/generated/delete-topics-response.ts";
+import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
+
+interface Target {
+  name: string | null;
+  topicId: string;
+}
+
+function targets(request: DeleteTopicsRequest, version: number): Target[] {
+  return version >= 6
+    ? request.topics.map((t) => ({ name: t.name, topicId: t.topicId }))
+    : request.topicNames.map((name) => ({ name, topicId: ZERO_UUID }));
+}
+
+export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTopicsRequest, DeleteTopicsResponseInit> {
+  const { topics } = services;
+  return {
+    apiKey: 20,
+    minVersion: 0,
+    maxVersion: 6,
+    async handle(request, ctx) {
+      const responses: DeleteTopicsResponse_DeletableTopicResultInit[] = [];
+      for (const target of targets(request, ctx.apiVersion)) {
+        const byId = target.topicId !== ZERO_UUID ? topics.getById(target.topicId) : undefined;
+        const topic = target.name !== null ? topics.get(target.name) : byId;
+        const answer = (errorCode: number, errorMessage: string | null) =>
+          responses.push({ name: target.name ?? topic?.name ?? null, topicId: topic?.topicId ?? target.topicId, errorCode, errorMessage });
+        if (target.name === null && target.topicId === ZERO_UUID) {
+          answer(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.");
+        } else if (target.name !== null && target.topicId !== ZERO_UUID) {
+          answer(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.");
+        } else if (!topic) {
+          answer(
+            target.name === null ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            target.name === null ? "This server does not host this topic ID." : "This server does not host this topic-partition.",
+          );
+        } else {
+          const deleted = await topics.delete(topic.name);
+          if (deleted.ok) {
+            services.log.info("deleted topic", { topic: topic.name, topicId: topic.topicId });
+            answer(ErrorCode.NONE, null);
+          } else {
+            answer(ErrorCode[deleted.error], deleted.message);
+          }
+        }
+      }
+      return { throttleTimeMs: 0, responses };
+    },
+    errorResponse(request, errorCode, version) {
+      return {
+        responses: targets(request, version).map((t) => ({ name: t.name, topicId: t.topicId, errorCode, errorMessage: null })),
+      };
+    },
+  };
+}

@@ -1,0 +1,75 @@
+/**
+ * Builds a broker from its configuration and ports: loads the cluster identity and the topics, registers
+ * one handler per API key, and exposes `dispatch` for the Kafka listener. main.ts constructs it with the
+ * real clock and file system; tests construct it with their own.
+ */
+import { SingleBrokerOwnership } from "../cluster/ownership.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Fs } from "../platform/fs.ts";
+import type { Logger } from "../platform/logger.ts";
+import { ensureDir } from "../storage/atomic-file.ts";
+import { loadOrCreateClusterMeta } from "../storage/cluster-meta.ts";
+import { TopicStore } from "../storage/topic-store.ts";
+import { metadataHandler } from "./03-metadata.ts";
+import { apiVersionsHandler } from "./18-api-versions.ts";
+import { createTopicsHandler } from "./19-create-topics.ts";
+import { deleteTopicsHandler } from "./20-delete-topics.ts";
+import { describeClusterHandler } from "./60-describe-cluster.ts";
+import type { BrokerConfig } from "./config.ts";
+import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
+import type { ConnectionInfo } from "./handler.ts";
+import { HandlerRegistry } from "./registry.ts";
+import type { BrokerServices } from "./services.ts";
+
+export interface BrokerDeps {
+  config: BrokerConfig;
+  fs: Fs;
+  clock: Clock;
+  log: Logger;
+  observer?: RequestObserver;
+}
+
+export interface Broker {
+  dispatch(frame: Uint8Array, conn: ConnectionInfo): Promise<Uint8Array | null>;
+  /** Called once the listener is bound: Metadata tells clients this address. */
+  setAdvertisedListener(host: string, port: number): void;
+  readonly services: BrokerServices;
+  readonly registry: HandlerRegistry;
+  close(): Promise<void>;
+}
+
+export async function createBroker(deps: BrokerDeps): Promise<Broker> {
+  const { config, fs, clock, log } = deps;
+  await ensureDir(fs, config.dataDir);
+  const cluster = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
+  const topics = await TopicStore.open(fs, config.dataDir, clock, { log: (line) => log.warn(line) });
+  const ownership = new SingleBrokerOwnership(
+    config.brokerId,
+    config.advertisedHost ?? config.listenHost,
+    config.advertisedPort ?? config.listenPort,
+  );
+  const services: BrokerServices = { config, fs, clock, log, clusterId: cluster.clusterId, ownership, topics };
+
+  const registry = new HandlerRegistry();
+  registry
+    .register(metadataHandler(services))
+    .register(apiVersionsHandler(registry))
+    .register(createTopicsHandler(services))
+    .register(deleteTopicsHandler(services))
+    .register(describeClusterHandler(services));
+
+  const dispatcher = new Dispatcher(registry, log, deps.observer);
+  log.info("broker ready", { clusterId: cluster.clusterId, brokerId: config.brokerId, topics: topics.list().length });
+
+  return {
+    dispatch: (frame, conn) => dispatcher.dispatch(frame, conn),
+    setAdvertisedListener(host, port) {
+      ownership.setAdvertised(config.advertisedHost ?? host, config.advertisedPort ?? port);
+    },
+    services,
+    registry,
+    async close() {
+      // Nothing buffered yet: topic changes are durable before they are answered.
+    },
+  };
+}

@@ -1,0 +1,59 @@
+/**
+ * What handlers share: configuration, stores and ports, built once by createBroker and passed to each
+ * handler factory. No module-level state anywhere.
+ */
+import type { Ownership } from "../cluster/ownership.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Fs } from "../platform/fs.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { TopicStore } from "../storage/topic-store.ts";
+import type { BrokerConfig } from "./config.ts";
+
+export interface BrokerServices {
+  config: BrokerConfig;
+  fs: Fs;
+  clock: Clock;
+  log: Logger;
+  clusterId: string;
+  ownership: Ownership;
+  topics: TopicStore;
+}
+
+/** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */
+const aclOperation = {
+  READ: 3,
+  WRITE: 4,
+  CREATE: 5,
+  DELETE: 6,
+  ALTER: 7,
+  DESCRIBE: 8,
+  CLUSTER_ACTION: 9,
+  DESCRIBE_CONFIGS: 10,
+  ALTER_CONFIGS: 11,
+  IDEMPOTENT_WRITE: 12,
+} as const;
+
+const bits = (ops: number[]) => ops.reduce((acc, op) => acc | (1 << op), 0);
+
+/** With no authorizer, Apache reports every operation the resource type supports; so do we. */
+export const TOPIC_AUTHORIZED_OPERATIONS = bits([
+  aclOperation.READ,
+  aclOperation.WRITE,
+  aclOperation.CREATE,
+  aclOperation.DELETE,
+  aclOperation.ALTER,
+  aclOperation.DESCRIBE,
+  aclOperation.DESCRIBE_CONFIGS,
+  aclOperation.ALTER_CONFIGS,
+]);
+export const CLUSTER_AUTHORIZED_OPERATIONS = bits([
+  aclOperation.CREATE,
+  aclOperation.ALTER,
+  aclOperation.DESCRIBE,
+  aclOperation.CLUSTER_ACTION,
+  aclOperation.DESCRIBE_CONFIGS,
+  aclOperation.ALTER_CONFIGS,
+  aclOperation.IDEMPOTENT_WRITE,
+]);
+/** The "not requested" value of an authorized-operations field. */
+export const AUTHORIZED_OPERATIONS_OMITTED = -2147483648;
