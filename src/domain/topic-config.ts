@@ -1,0 +1,208 @@
+/**
+ * The topic-level configs bunka honours, their Apache Kafka defaults, and their validation. Pure: the
+ * CreateTopics / AlterConfigs / IncrementalAlterConfigs handlers call `topicConfigProblems` and answer
+ * INVALID_CONFIG with the first reason, as Apache does; DescribeConfigs uses `describeTopicConfigs`.
+ *
+ * Parsing follows Apache's ConfigDef: the value is trimmed, LONG and INT are base-10 with an optional
+ * sign and must fit 64 / 32 bits, and the error wording is Apache's ("Invalid value X for configuration
+ * Y: ..."), because client tooling shows these messages to people who know Kafka's.
+ *
+ * Configs Apache knows but bunka does not implement (compression.type, min.insync.replicas, ...) are
+ * refused with their own reason instead of being accepted and ignored: a setting that silently does
+ * nothing is worse than an error, especially for durability-related ones.
+ */
+
+export type TopicConfigType = "LONG" | "INT" | "STRING" | "LIST";
+
+interface ConfigSpec {
+  type: TopicConfigType;
+  defaultValue: string;
+  /** Returns Apache's message suffix for an invalid value, or null. `value` is already trimmed. */
+  check: (value: string) => string | null;
+}
+
+const INT32_MIN = -(2n ** 31n);
+const INT32_MAX = 2n ** 31n - 1n;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+function integer(type: "LONG" | "INT", min: bigint): (value: string) => string | null {
+  const [low, high] = type === "LONG" ? [INT64_MIN, INT64_MAX] : [INT32_MIN, INT32_MAX];
+  return (value) => {
+    const parsed = parseInteger(value);
+    if (parsed === undefined || parsed < low || parsed > high) return `Not a number of type ${type}`;
+    if (parsed < min) return `Value must be at least ${min}`;
+    return null;
+  };
+}
+
+/** Java's Long.parseLong grammar: optional sign, then decimal digits only. */
+function parseInteger(value: string): bigint | undefined {
+  if (!/^[+-]?[0-9]+$/.test(value)) return undefined;
+  return BigInt(value);
+}
+
+const TIMESTAMP_TYPES = ["CreateTime", "LogAppendTime"] as const;
+
+const SPECS = {
+  "cleanup.policy": {
+    type: "LIST",
+    defaultValue: "delete",
+    check: (value: string) => {
+      const items = value.split(",").map((item) => item.trim());
+      if (items.includes("compact")) {
+        return "bunka does not implement log compaction; only cleanup.policy=delete is supported";
+      }
+      if (items.some((item) => item !== "delete")) return "String must be one of: delete";
+      return null;
+    },
+  },
+  "max.message.bytes": { type: "INT", defaultValue: "1048588", check: integer("INT", 0n) },
+  "message.timestamp.type": {
+    type: "STRING",
+    defaultValue: "CreateTime",
+    check: (value: string) =>
+      (TIMESTAMP_TYPES as readonly string[]).includes(value) ? null : `String must be one of: ${TIMESTAMP_TYPES.join(", ")}`,
+  },
+  "retention.bytes": { type: "LONG", defaultValue: "-1", check: integer("LONG", -1n) },
+  "retention.ms": { type: "LONG", defaultValue: "604800000", check: integer("LONG", -1n) },
+  "segment.bytes": { type: "INT", defaultValue: "1073741824", check: integer("INT", 14n) },
+  "segment.ms": { type: "LONG", defaultValue: "604800000", check: integer("LONG", 1n) },
+} satisfies Record<string, ConfigSpec>;
+
+export type TopicConfigName = keyof typeof SPECS;
+
+/** The honoured config names, sorted (DescribeConfigs lists them in this order). */
+export const TOPIC_CONFIG_NAMES: readonly TopicConfigName[] = (Object.keys(SPECS) as TopicConfigName[]).sort();
+
+/** Apache Kafka's defaults for the honoured configs, as DescribeConfigs reports them. */
+export const TOPIC_CONFIG_DEFAULTS: Readonly<Record<TopicConfigName, string>> = Object.freeze(
+  Object.fromEntries(TOPIC_CONFIG_NAMES.map((name) => [name, SPECS[name].defaultValue])) as Record<TopicConfigName, string>,
+);
+
+/**
+ * Topic configs that Apache Kafka accepts but bunka does not implement. Listed so that the error says
+ * "not supported" rather than "unknown" for a name a Kafka user will rightly consider valid.
+ */
+const APACHE_ONLY_CONFIGS: ReadonlySet<string> = new Set([
+  "compression.gzip.level",
+  "compression.lz4.level",
+  "compression.type",
+  "compression.zstd.level",
+  "delete.retention.ms",
+  "file.delete.delay.ms",
+  "flush.messages",
+  "flush.ms",
+  "follower.replication.throttled.replicas",
+  "index.interval.bytes",
+  "leader.replication.throttled.replicas",
+  "local.retention.bytes",
+  "local.retention.ms",
+  "max.compaction.lag.ms",
+  "message.downconversion.enable",
+  "message.format.version",
+  "message.timestamp.after.max.ms",
+  "message.timestamp.before.max.ms",
+  "message.timestamp.difference.max.ms",
+  "min.cleanable.dirty.ratio",
+  "min.compaction.lag.ms",
+  "min.insync.replicas",
+  "preallocate",
+  "remote.log.copy.disable",
+  "remote.log.delete.on.disable",
+  "remote.storage.enable",
+  "segment.index.bytes",
+  "segment.jitter.ms",
+  "unclean.leader.election.enable",
+]);
+
+export function isTopicConfigName(name: string): name is TopicConfigName {
+  return Object.hasOwn(SPECS, name);
+}
+
+export function topicConfigType(name: TopicConfigName): TopicConfigType {
+  return SPECS[name].type;
+}
+
+export type TopicConfigProblem =
+  /** A name neither bunka nor Apache Kafka knows. */
+  | { kind: "unknown"; name: string; reason: string }
+  /** A name Apache Kafka knows but bunka does not implement. */
+  | { kind: "unsupported"; name: string; reason: string }
+  /** A known name with a value that does not parse or is out of range. */
+  | { kind: "invalid"; name: string; reason: string };
+
+/** Why `value` is not acceptable for `name`, or null. Every problem maps to INVALID_CONFIG. */
+export function topicConfigProblem(name: string, value: string): TopicConfigProblem | null {
+  if (!isTopicConfigName(name)) {
+    if (APACHE_ONLY_CONFIGS.has(name)) {
+      return { kind: "unsupported", name, reason: `Topic config ${name} is not supported by bunka` };
+    }
+    return { kind: "unknown", name, reason: `Unknown topic config name: ${name}` };
+  }
+  const message = SPECS[name].check(value.trim());
+  if (message === null) return null;
+  return { kind: "invalid", name, reason: `Invalid value ${value} for configuration ${name}: ${message}` };
+}
+
+/** Every problem with a set of topic configs, in name order; empty when all are acceptable. */
+export function topicConfigProblems(configs: Readonly<Record<string, string>>): TopicConfigProblem[] {
+  const problems: TopicConfigProblem[] = [];
+  for (const name of Object.keys(configs).sort()) {
+    const problem = topicConfigProblem(name, configs[name]!);
+    if (problem !== null) problems.push(problem);
+  }
+  return problems;
+}
+
+/** The effective configs of a topic, in the units the log layer uses. */
+export interface TopicConfig {
+  retentionMs: number;
+  retentionBytes: number;
+  segmentBytes: number;
+  segmentMs: number;
+  cleanupPolicy: "delete";
+  maxMessageBytes: number;
+  messageTimestampType: "CreateTime" | "LogAppendTime";
+}
+
+/**
+ * Overlays a topic's own configs on the defaults. The configs must already be valid (they were checked
+ * before they were stored); an invalid one is a broken invariant and throws. Values beyond 2^53
+ * (retention.ms = Long.MAX_VALUE means "forever") become the nearest double, which compares correctly.
+ */
+export function resolveTopicConfig(configs: Readonly<Record<string, string>>): TopicConfig {
+  const problems = topicConfigProblems(configs);
+  if (problems.length > 0) throw new Error(`stored topic configs are invalid: ${problems[0]!.reason}`);
+  const value = (name: TopicConfigName): string => (configs[name] ?? SPECS[name].defaultValue).trim();
+  return {
+    retentionMs: Number(value("retention.ms")),
+    retentionBytes: Number(value("retention.bytes")),
+    segmentBytes: Number(value("segment.bytes")),
+    segmentMs: Number(value("segment.ms")),
+    cleanupPolicy: "delete",
+    maxMessageBytes: Number(value("max.message.bytes")),
+    messageTimestampType: value("message.timestamp.type") === "LogAppendTime" ? "LogAppendTime" : "CreateTime",
+  };
+}
+
+export interface DescribedTopicConfig {
+  name: TopicConfigName;
+  value: string;
+  type: TopicConfigType;
+  /** True when the topic does not set it (DescribeConfigs source DEFAULT_CONFIG, else TOPIC_CONFIG). */
+  isDefault: boolean;
+}
+
+/** Every honoured config with its effective value, in name order, for DescribeConfigs. */
+export function describeTopicConfigs(configs: Readonly<Record<string, string>>): DescribedTopicConfig[] {
+  return TOPIC_CONFIG_NAMES.map((name) => {
+    const own = configs[name];
+    return {
+      name,
+      value: own ?? SPECS[name].defaultValue,
+      type: SPECS[name].type,
+      isDefault: own === undefined,
+    };
+  });
+}
