@@ -1,0 +1,288 @@
+/**
+ * `bunka serve` configuration: flags, environment variables and an optional config file, turned into a
+ * BrokerConfig. Pure functions (the file is read through a callback) so that every rule is unit-testable.
+ *
+ * Precedence, highest first: flags > environment > config file > defaults. The config file is named by
+ * `--config` or, failing that, `BUNKA_CONFIG`.
+ *
+ * Every mistake raises a ConfigError whose message is one line and names where the bad value came from
+ * (the flag, the variable, or the file and line), because the CLI prints it as `bunka: <message>`.
+ */
+import { type BrokerConfig, defaultBrokerConfig } from "../broker/config.ts";
+import { ConfigError } from "../errors/errors.ts";
+
+const INT32_MAX = 2147483647;
+
+/** Where a value came from, as the error messages name it. */
+type Origin = string;
+
+interface Setting {
+  /** Key in the config file. */
+  fileKey: string;
+  /** Long flag, without the leading dashes; absent for file-only (Apache) keys. */
+  flag?: string;
+  env?: string;
+  apply(config: BrokerConfig, value: string, origin: Origin): void;
+}
+
+// ---- value parsers (each throws a one-line ConfigError naming the origin) ---------------------------------
+
+/** Keeps error messages on one line whatever the input holds. */
+function quote(value: string): string {
+  return JSON.stringify(value);
+}
+
+export function parseInteger(value: string, origin: Origin, min: number, max: number): number {
+  if (!/^-?\d+$/.test(value.trim())) throw new ConfigError(`${origin}: expected an integer, got ${quote(value)}`);
+  const n = Number(value.trim());
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${origin}: ${quote(value)} is out of range (${min}..${max})`);
+  }
+  return n;
+}
+
+function parseBoolean(value: string, origin: Origin): boolean {
+  // Apache's ConfigDef accepts true/false in any case.
+  const v = value.trim().toLowerCase();
+  if (v === "true") return true;
+  if (v === "false") return false;
+  throw new ConfigError(`${origin}: expected true or false, got ${quote(value)}`);
+}
+
+function parseChoice<T extends string>(value: string, origin: Origin, choices: readonly T[]): T {
+  const v = value.trim() as T;
+  if (choices.includes(v)) return v;
+  throw new ConfigError(`${origin}: expected one of ${choices.join("|")}, got ${quote(value)}`);
+}
+
+function parseNonEmpty(value: string, origin: Origin): string {
+  if (value.trim() === "") throw new ConfigError(`${origin}: expected a value, got an empty string`);
+  return value.trim();
+}
+
+const HOSTNAME = /^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$/;
+const IPV6 = /^[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?$/;
+
+/**
+ * HOST:PORT, with an IPv6 host in brackets (`[::1]:9092`, returned without the brackets). `minPort` is 0
+ * for listeners (0 = pick a free port) and 1 for addresses that clients are told to connect to.
+ */
+export function parseHostPort(value: string, origin: Origin, minPort: number): { host: string; port: number } {
+  const v = value.trim();
+  let host: string;
+  let portText: string;
+  if (v.startsWith("[")) {
+    const close = v.indexOf("]");
+    if (close < 0 || v[close + 1] !== ":") throw new ConfigError(`${origin}: expected HOST:PORT, got ${quote(value)}`);
+    host = v.slice(1, close);
+    portText = v.slice(close + 2);
+    if (!IPV6.test(host)) throw new ConfigError(`${origin}: bad IPv6 address in ${quote(value)}`);
+  } else {
+    const colon = v.lastIndexOf(":");
+    if (colon < 0) throw new ConfigError(`${origin}: expected HOST:PORT, got ${quote(value)}`);
+    host = v.slice(0, colon);
+    portText = v.slice(colon + 1);
+    if (host.includes(":")) {
+      throw new ConfigError(`${origin}: an IPv6 host needs brackets ([::1]:9092), got ${quote(value)}`);
+    }
+    if (!HOSTNAME.test(host)) throw new ConfigError(`${origin}: bad host in ${quote(value)}`);
+  }
+  if (!/^\d+$/.test(portText)) throw new ConfigError(`${origin}: bad port in ${quote(value)}`);
+  const port = Number(portText);
+  if (port < minPort || port > 65535) {
+    throw new ConfigError(`${origin}: port ${portText} is out of range (${minPort}..65535)`);
+  }
+  return { host, port };
+}
+
+// ---- the settings --------------------------------------------------------------------------------------
+
+const logLevels = ["debug", "info", "warn", "error"] as const;
+const logFormats = ["text", "json"] as const;
+
+/** A broker-level default for a topic config: Apache's `log.*` property names map to topic config names. */
+function topicDefault(fileKey: string, topicKey: string, min: number, max = Number.MAX_SAFE_INTEGER): Setting {
+  return {
+    fileKey,
+    apply: (c, v, o) => {
+      c.topicConfigDefaults = { ...c.topicConfigDefaults, [topicKey]: String(parseInteger(v, o, min, max)) };
+    },
+  };
+}
+
+export const SETTINGS: readonly Setting[] = [
+  { fileKey: "data.dir", flag: "data-dir", env: "BUNKA_DATA_DIR", apply: (c, v, o) => void (c.dataDir = parseNonEmpty(v, o)) },
+  {
+    fileKey: "listen",
+    flag: "listen",
+    env: "BUNKA_LISTEN",
+    apply: (c, v, o) => {
+      const { host, port } = parseHostPort(v, o, 0);
+      c.listenHost = host;
+      c.listenPort = port;
+    },
+  },
+  {
+    fileKey: "advertised.listener",
+    flag: "advertised-listener",
+    env: "BUNKA_ADVERTISED_LISTENER",
+    apply: (c, v, o) => {
+      const { host, port } = parseHostPort(v, o, 1);
+      c.advertisedHost = host;
+      c.advertisedPort = port;
+    },
+  },
+  {
+    fileKey: "http",
+    flag: "http",
+    env: "BUNKA_HTTP",
+    apply: (c, v, o) => {
+      const { host, port } = parseHostPort(v, o, 0);
+      c.httpHost = host;
+      c.httpPort = port;
+    },
+  },
+  { fileKey: "broker.id", flag: "broker-id", env: "BUNKA_BROKER_ID", apply: (c, v, o) => void (c.brokerId = parseInteger(v, o, 0, INT32_MAX)) },
+  { fileKey: "log.format", flag: "log-format", env: "BUNKA_LOG_FORMAT", apply: (c, v, o) => void (c.logFormat = parseChoice(v, o, logFormats)) },
+  { fileKey: "log.level", flag: "log-level", env: "BUNKA_LOG_LEVEL", apply: (c, v, o) => void (c.logLevel = parseChoice(v, o, logLevels)) },
+  // Apache Kafka property names, config file only.
+  { fileKey: "socket.request.max.bytes", apply: (c, v, o) => void (c.socketRequestMaxBytes = parseInteger(v, o, 1, INT32_MAX)) },
+  // -1 (any value <= 0) disables the idle check, as in Apache.
+  { fileKey: "connections.max.idle.ms", apply: (c, v, o) => void (c.connectionsMaxIdleMs = parseInteger(v, o, -1, INT32_MAX)) },
+  { fileKey: "max.connections", apply: (c, v, o) => void (c.maxConnections = parseInteger(v, o, 1, INT32_MAX)) },
+  { fileKey: "auto.create.topics.enable", apply: (c, v, o) => void (c.autoCreateTopicsEnable = parseBoolean(v, o)) },
+  { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
+  // -1 means unlimited for both retention settings; a segment must hold at least one record (Apache: 14).
+  topicDefault("log.retention.ms", "retention.ms", -1),
+  topicDefault("log.retention.bytes", "retention.bytes", -1),
+  topicDefault("log.segment.bytes", "segment.bytes", 14, INT32_MAX),
+  topicDefault("log.roll.ms", "segment.ms", 1),
+  { fileKey: "transaction.max.timeout.ms", apply: (c, v, o) => void (c.transactionMaxTimeoutMs = parseInteger(v, o, 1, INT32_MAX)) },
+  { fileKey: "producer.id.expiration.ms", apply: (c, v, o) => void (c.producerIdExpirationMs = parseInteger(v, o, 1, INT32_MAX)) },
+  {
+    fileKey: "group.initial.rebalance.delay.ms",
+    apply: (c, v, o) => void (c.groupInitialRebalanceDelayMs = parseInteger(v, o, 0, INT32_MAX)),
+  },
+  {
+    fileKey: "offsets.retention.minutes",
+    apply: (c, v, o) => void (c.offsetsRetentionMs = parseInteger(v, o, 1, INT32_MAX) * 60_000),
+  },
+];
+
+const settingsByFlag = new Map(SETTINGS.filter((s) => s.flag).map((s) => [s.flag!, s]));
+const settingsByFileKey = new Map(SETTINGS.map((s) => [s.fileKey, s]));
+
+export const CONFIG_FLAG = "config";
+export const CONFIG_ENV = "BUNKA_CONFIG";
+
+// ---- sources -------------------------------------------------------------------------------------------
+
+interface Assignment {
+  setting: Setting;
+  value: string;
+  origin: Origin;
+}
+
+/**
+ * Flags: `--name value` or `--name=value`; a repeated flag's last value wins. A value that is missing, or
+ * that looks like another flag (`--data-dir --listen ...`), is an error rather than a silent swallow.
+ */
+function parseFlags(argv: readonly string[]): { assignments: Assignment[]; configPath: string | undefined } {
+  const assignments: Assignment[] = [];
+  let configPath: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("--")) {
+      throw new ConfigError(arg.startsWith("-") ? `unknown flag ${quote(arg)}` : `unexpected argument ${quote(arg)}`);
+    }
+    const eq = arg.indexOf("=");
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const setting = settingsByFlag.get(name);
+    if (!setting && name !== CONFIG_FLAG) throw new ConfigError(`unknown flag ${quote(`--${name}`)}`);
+    let value: string;
+    if (eq >= 0) {
+      value = arg.slice(eq + 1);
+    } else {
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith("--")) throw new ConfigError(`missing value for --${name}`);
+      value = next;
+      i++;
+    }
+    if (setting) assignments.push({ setting, value, origin: `--${name}` });
+    else configPath = parseNonEmpty(value, `--${CONFIG_FLAG}`);
+  }
+  return { assignments, configPath };
+}
+
+/** Environment variables; an empty variable counts as unset, as shells make that easy to produce. */
+function parseEnv(env: Record<string, string | undefined>): Assignment[] {
+  const out: Assignment[] = [];
+  for (const setting of SETTINGS) {
+    if (!setting.env) continue;
+    const value = env[setting.env];
+    if (value !== undefined && value !== "") out.push({ setting, value, origin: setting.env });
+  }
+  return out;
+}
+
+/**
+ * Java-properties syntax, the subset that config files use: `key=value` or `key: value` per line, blank
+ * lines and lines starting with `#` or `!` ignored, whitespace around keys and values trimmed. No escapes
+ * and no line continuations. A repeated key's last value wins, as in java.util.Properties.
+ */
+export function parseConfigFile(text: string, path: string): Assignment[] {
+  const out: Assignment[] = [];
+  const lines = text.split(/\r\n|\r|\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line === "" || line.startsWith("#") || line.startsWith("!")) continue;
+    const where = `${path} line ${i + 1}`;
+    const sep = line.search(/[=:]/);
+    if (sep < 0) throw new ConfigError(`${where}: expected key=value, got ${quote(line)}`);
+    const key = line.slice(0, sep).trim();
+    const value = line.slice(sep + 1).trim();
+    if (key === "" || /\s/.test(key)) throw new ConfigError(`${where}: expected key=value, got ${quote(line)}`);
+    const setting = settingsByFileKey.get(key);
+    if (!setting) throw new ConfigError(`${where}: unknown key ${quote(key)}`);
+    out.push({ setting, value, origin: `${where} (${key})` });
+  }
+  return out;
+}
+
+function firstLine(message: string): string {
+  return message.split(/\r?\n/, 1)[0] ?? "";
+}
+
+/**
+ * Builds the configuration of `bunka serve` from its arguments (after `serve`), the environment and the
+ * config file (read through `readFile`, which throws when it cannot read).
+ */
+export function parseServeArgs(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  readFile: (path: string) => string,
+): BrokerConfig {
+  const flags = parseFlags(argv);
+  const envAssignments = parseEnv(env);
+  const envConfig = env[CONFIG_ENV];
+  const configPath = flags.configPath ?? (envConfig !== undefined && envConfig !== "" ? envConfig : undefined);
+
+  let fileAssignments: Assignment[] = [];
+  if (configPath !== undefined) {
+    let text: string;
+    try {
+      text = readFile(configPath);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ConfigError(`cannot read config file ${quote(configPath)}: ${firstLine(reason)}`);
+    }
+    fileAssignments = parseConfigFile(text, configPath);
+  }
+
+  const config = defaultBrokerConfig();
+  // Lowest precedence first, so that each later source overrides the earlier ones.
+  for (const { setting, value, origin } of [...fileAssignments, ...envAssignments, ...flags.assignments]) {
+    setting.apply(config, value, origin);
+  }
+  return config;
+}

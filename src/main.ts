@@ -1,0 +1,130 @@
+#!/usr/bin/env bun
+/**
+ * The composition root: the only place that constructs the real platform implementations (logger, clock,
+ * file system) and wires the broker to its listeners. Everything below takes these as arguments.
+ *
+ * Process contract (also in `bunka serve --help`):
+ * - start-up prints one line on stdout naming every bound address, for people and for scripts that start
+ *   the broker with port 0;
+ * - SIGTERM / SIGINT: stop accepting, answer in-flight requests, close the broker, exit 0; a second signal
+ *   exits at once with 130;
+ * - a FatalError (a broken invariant, a failed fsync) anywhere is logged and exits 1: recovery runs at the
+ *   next start, which is safer than going on with state we cannot trust.
+ */
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { createBroker } from "./broker/broker.ts";
+import type { BrokerConfig } from "./broker/config.ts";
+import { runCli } from "./cli/run.ts";
+import { VERSION } from "./cli/help.ts";
+import { FatalError } from "./errors/errors.ts";
+import { systemClock } from "./platform/clock.ts";
+import { type Logger, createLogger } from "./platform/logger.ts";
+import { nodeFs } from "./platform/node-fs.ts";
+import { startKafkaListener } from "./net/kafka-listener.ts";
+
+/** Replaced by the configured logger once serve() has built it; until then fatal errors are logged as text. */
+let processLog: Logger = createLogger({ format: "text", level: "info" });
+
+function describeError(error: unknown): Record<string, unknown> {
+  if (error instanceof Error) return { error: `${error.name}: ${error.message}`, stack: error.stack };
+  return { error: String(error) };
+}
+
+function exitFatal(error: unknown): never {
+  processLog.error(error instanceof FatalError ? "fatal error, exiting" : "uncaught error, exiting", describeError(error));
+  process.exit(1);
+}
+
+process.on("uncaughtException", exitFatal);
+process.on("unhandledRejection", exitFatal);
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "";
+}
+
+async function serve(config: BrokerConfig): Promise<number> {
+  const log = createLogger({ format: config.logFormat, level: config.logLevel });
+  processLog = log;
+  const clock = systemClock;
+  const fs = nodeFs;
+
+  const broker = await createBroker({ config, fs, clock, log });
+  const kafka = await startKafkaListener({
+    host: config.listenHost,
+    port: config.listenPort,
+    maxRequestBytes: config.socketRequestMaxBytes,
+    idleTimeoutMs: config.connectionsMaxIdleMs,
+    maxConnections: config.maxConnections,
+    dispatch: (frame, conn) => broker.dispatch(frame, conn),
+    onConnectionError: (error, conn) => {
+      // Malformed input costs the client its connection; a FatalError costs the process its life.
+      if (error instanceof FatalError) exitFatal(error);
+      log.warn("connection closed after an error", { conn: conn.id, remote: conn.remoteAddress, ...describeError(error) });
+    },
+    log,
+  });
+  // A wildcard bind is not an address a client can dial: advertise the host name instead, like Apache does
+  // for a listener without a host.
+  const advertisedHost = config.advertisedHost ?? (isWildcard(kafka.host) ? hostname() : kafka.host);
+  const advertisedPort = config.advertisedPort ?? kafka.port;
+  broker.setAdvertisedListener(advertisedHost, advertisedPort);
+
+  // TODO(http side-port): start the Hono app here once it exists, e.g.
+  //   const http = await startHttp({ host: config.httpHost, port: config.httpPort, broker, log });
+  // then add `http=${http.host}:${http.port}` to the start-up line below and `await http.close()` to the
+  // shutdown sequence (before broker.close()). Until then no HTTP address is printed: none is bound.
+
+  process.stdout.write(
+    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
+  );
+  log.info("started", {
+    version: VERSION,
+    kafka: formatHostPort(kafka.host, kafka.port),
+    advertised: formatHostPort(advertisedHost, advertisedPort),
+    dataDir: config.dataDir,
+    brokerId: config.brokerId,
+  });
+
+  return await new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        log.warn("second signal, exiting now", { signal });
+        process.exit(130);
+      }
+      stopping = true;
+      log.info("shutting down", { signal });
+      (async () => {
+        await kafka.close();
+        await broker.close();
+      })().then(
+        () => {
+          log.info("stopped");
+          resolve(0);
+        },
+        (error: unknown) => {
+          if (error instanceof FatalError) exitFatal(error);
+          log.error("shutdown failed", describeError(error));
+          resolve(1);
+        },
+      );
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}
+
+function formatHostPort(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+const code = await runCli(process.argv.slice(2), {
+  env: process.env,
+  readFile: (path) => readFileSync(path, "utf8"),
+  stdout: (text) => void process.stdout.write(text),
+  stderr: (text) => void process.stderr.write(text),
+  fs: nodeFs,
+  serve,
+});
+process.exit(code);
