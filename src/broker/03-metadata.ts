@@ -71,6 +71,12 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
       } else {
         const seen = new Set<string>();
         for (const wanted of request.topics ?? []) {
+          if (wanted.name === null && version < 12) {
+            // Names are not nullable before v12, so the answer cannot echo a null one (Apache refuses the
+            // request as INVALID_REQUEST: "Topic name can not be null for version N").
+            answered.push(missingTopic(ErrorCode.INVALID_REQUEST, ""));
+            continue;
+          }
           if (wanted.name === null) {
             const topic = topics.getById(wanted.topicId);
             answered.push(topic ? describeTopic(topic, includeOps) : missingTopic(ErrorCode.UNKNOWN_TOPIC_ID, null, wanted.topicId));
@@ -113,7 +119,7 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
     errorResponse(request, errorCode) {
       return {
         brokers: [],
-        topics: (request.topics ?? []).map((t) => missingTopic(errorCode, t.name, t.topicId)),
+        topics: (request.topics ?? []).map((t) => missingTopic(errorCode, t.name ?? "", t.topicId)),
       };
     },
   };

@@ -8,12 +8,16 @@ import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import { ensureDir } from "../storage/atomic-file.ts";
+import { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import { loadOrCreateClusterMeta } from "../storage/cluster-meta.ts";
 import { TopicStore } from "../storage/topic-store.ts";
 import { metadataHandler } from "./03-metadata.ts";
 import { apiVersionsHandler } from "./18-api-versions.ts";
 import { createTopicsHandler } from "./19-create-topics.ts";
 import { deleteTopicsHandler } from "./20-delete-topics.ts";
+import { describeConfigsHandler } from "./32-describe-configs.ts";
+import { createPartitionsHandler } from "./37-create-partitions.ts";
+import { incrementalAlterConfigsHandler } from "./44-incremental-alter-configs.ts";
 import { describeClusterHandler } from "./60-describe-cluster.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
@@ -39,16 +43,34 @@ export interface Broker {
 }
 
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
-  const { config, fs, clock, log } = deps;
+  const { fs, clock, log } = deps;
+  // A copy: dynamic broker configs change topicConfigDefaults below and at runtime, and the caller's
+  // object must keep the static values (a restart on the same config would otherwise see them as static).
+  const config: BrokerConfig = { ...deps.config };
   await ensureDir(fs, config.dataDir);
   const cluster = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
   const topics = await TopicStore.open(fs, config.dataDir, clock, { log: (line) => log.warn(line) });
+  const brokerConfigs = await BrokerConfigStore.open(fs, config.dataDir, {
+    brokerId: config.brokerId,
+    staticTopicDefaults: config.topicConfigDefaults,
+  });
+  // Dynamic broker-level topic defaults (IncrementalAlterConfigs) override the static ones from here on.
+  config.topicConfigDefaults = brokerConfigs.topicDefaults();
   const ownership = new SingleBrokerOwnership(
     config.brokerId,
     config.advertisedHost ?? config.listenHost,
     config.advertisedPort ?? config.listenPort,
   );
-  const services: BrokerServices = { config, fs, clock, log, clusterId: cluster.clusterId, ownership, topics };
+  const services: BrokerServices = {
+    config,
+    fs,
+    clock,
+    log,
+    clusterId: cluster.clusterId,
+    ownership,
+    topics,
+    brokerConfigs,
+  };
 
   const registry = new HandlerRegistry();
   registry
@@ -56,6 +78,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(apiVersionsHandler(registry))
     .register(createTopicsHandler(services))
     .register(deleteTopicsHandler(services))
+    .register(describeConfigsHandler(services))
+    .register(createPartitionsHandler(services))
+    .register(incrementalAlterConfigsHandler(services))
     .register(describeClusterHandler(services));
 
   const dispatcher = new Dispatcher(registry, log, deps.observer);

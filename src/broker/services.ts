@@ -6,6 +6,7 @@ import type { Ownership } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
+import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 
@@ -17,6 +18,8 @@ export interface BrokerServices {
   clusterId: string;
   ownership: Ownership;
   topics: TopicStore;
+  /** Dynamic broker configs; their effective topic defaults are mirrored in config.topicConfigDefaults. */
+  brokerConfigs: BrokerConfigStore;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

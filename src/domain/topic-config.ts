@@ -206,3 +206,64 @@ export function describeTopicConfigs(configs: Readonly<Record<string, string>>):
     };
   });
 }
+
+/**
+ * The broker-level config that supplies each honoured topic config's default, by topic config name
+ * (Apache's synonyms: `log.retention.ms` is the broker-wide default of `retention.ms`, and so on).
+ * These are the broker configs that IncrementalAlterConfigs may change at runtime, for the cluster
+ * default or one broker, because they only change what a topic without its own value gets.
+ */
+export const BROKER_CONFIG_FOR_TOPIC_CONFIG: Readonly<Record<TopicConfigName, string>> = Object.freeze({
+  "cleanup.policy": "log.cleanup.policy",
+  "max.message.bytes": "message.max.bytes",
+  "message.timestamp.type": "log.message.timestamp.type",
+  "retention.bytes": "log.retention.bytes",
+  "retention.ms": "log.retention.ms",
+  "segment.bytes": "log.segment.bytes",
+  "segment.ms": "log.roll.ms",
+});
+
+const TOPIC_CONFIG_FOR_BROKER_CONFIG: ReadonlyMap<string, TopicConfigName> = new Map(
+  TOPIC_CONFIG_NAMES.map((name) => [BROKER_CONFIG_FOR_TOPIC_CONFIG[name], name]),
+);
+
+/** The topic config whose default the broker config `brokerName` sets, or undefined for any other name. */
+export function topicConfigForBrokerConfig(brokerName: string): TopicConfigName | undefined {
+  return TOPIC_CONFIG_FOR_BROKER_CONFIG.get(brokerName);
+}
+
+/**
+ * Why `value` is not acceptable for the broker-level default `brokerName` (log.retention.ms, ...), or
+ * null. The rules are the topic config's; the message names the broker config, as Apache's does.
+ */
+export function brokerTopicDefaultProblem(brokerName: string, value: string): TopicConfigProblem | null {
+  const topicName = topicConfigForBrokerConfig(brokerName);
+  if (topicName === undefined) {
+    return { kind: "unknown", name: brokerName, reason: `Unknown broker-level topic default: ${brokerName}` };
+  }
+  const message = SPECS[topicName].check(value.trim());
+  if (message === null) return null;
+  return { kind: "invalid", name: brokerName, reason: `Invalid value ${value} for configuration ${brokerName}: ${message}` };
+}
+
+/**
+ * The effective configs of a topic when broker-level defaults apply: the topic's own value, else the
+ * broker's default (keyed by topic config name, as BrokerConfig.topicConfigDefaults is), else Apache's
+ * built-in default. Both inputs must already be valid (each was checked before it was stored); an
+ * invalid one is a broken invariant and throws. Names in `brokerDefaults` that are not honoured topic
+ * configs are ignored: they cannot change anything the log layer does.
+ */
+export function resolveTopicConfigWithDefaults(
+  topicConfigs: Readonly<Record<string, string>>,
+  brokerDefaults: Readonly<Record<string, string>>,
+): TopicConfig {
+  const merged: Record<string, string> = {};
+  for (const name of TOPIC_CONFIG_NAMES) {
+    const value = brokerDefaults[name];
+    if (value === undefined) continue;
+    const problem = topicConfigProblem(name, value);
+    if (problem !== null) throw new Error(`broker-level topic config defaults are invalid: ${problem.reason}`);
+    merged[name] = value;
+  }
+  return resolveTopicConfig({ ...merged, ...topicConfigs });
+}

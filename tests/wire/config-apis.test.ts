@@ -1,0 +1,625 @@
+/**
+ * Wire tests of CreatePartitions (37), DescribeConfigs (32) and IncrementalAlterConfigs (44) with raw
+ * frames. Error codes and messages are the ones Apache Kafka 4.1 gives for the same requests (checked
+ * against a real broker); where bunka deliberately differs, the test says so.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { resolveTopicConfigWithDefaults } from "../../src/domain/topic-config.ts";
+import { CorruptStateError } from "../../src/errors/errors.ts";
+import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { WireClient } from "../support/wire-client.ts";
+
+const BROKER_ID = 3;
+const TOPIC = 2;
+const BROKER = 4;
+const BROKER_LOGGER = 8;
+const SET = 0;
+const DELETE = 1;
+const APPEND = 2;
+const SUBTRACT = 3;
+const SOURCE = { TOPIC: 1, BROKER: 2, CLUSTER_DEFAULT: 3, STATIC: 4, DEFAULT: 5 };
+const INVALID_REQUEST_DEFAULT =
+  "This most likely occurs because of a request being malformed by the client library or the message was sent " +
+  "to an incompatible broker. See the broker logs for more details.";
+
+let broker: TestBroker;
+let client: WireClient;
+
+beforeAll(async () => {
+  broker = await startTestBroker({
+    autoCreateTopicsEnable: false,
+    brokerId: BROKER_ID,
+    numPartitions: 2,
+    // A static broker-level topic default, as `log.roll.ms` in the config file would set it.
+    topicConfigDefaults: { "segment.ms": "3600000" },
+  });
+  client = await WireClient.connect(broker.port);
+});
+afterAll(async () => {
+  client.close();
+  await broker.stop();
+});
+
+async function reconnect(): Promise<void> {
+  client.close();
+  await broker.restart();
+  client = await WireClient.connect(broker.listener.port);
+}
+
+async function createTopic(name: string, partitions: number, configs: Record<string, string> = {}): Promise<void> {
+  const res = await client.request(19, 7, {
+    topics: [{ name, numPartitions: partitions, replicationFactor: 1, assignments: [], configs: Object.entries(configs).map(([n, value]) => ({ name: n, value })) }],
+    timeoutMs: 1000,
+    validateOnly: false,
+  });
+  expect(res.topics[0].errorCode).toBe(ErrorCode.NONE);
+}
+
+async function partitionCount(name: string): Promise<number> {
+  const res = await client.request(3, 12, { topics: [{ name, topicId: "00000000-0000-0000-0000-000000000000" }], allowAutoTopicCreation: false });
+  return res.topics[0].partitions.length;
+}
+
+interface CreatePartitionsTopic {
+  name: string;
+  count: number;
+  assignments: { brokerIds: number[] }[] | null;
+}
+
+function createPartitions(version: number, topics: CreatePartitionsTopic[], validateOnly = false) {
+  return client.request(37, version, { topics, timeoutMs: 1000, validateOnly });
+}
+
+interface Resource {
+  resourceType: number;
+  resourceName: string;
+  configurationKeys: string[] | null;
+}
+
+function describeConfigs(version: number, resources: Resource[], opts: { includeSynonyms?: boolean; includeDocumentation?: boolean } = {}) {
+  return client.request(32, version, { resources, includeSynonyms: false, includeDocumentation: false, ...opts });
+}
+
+/** The configs of one resource, by name, from a successful DescribeConfigs. */
+async function configsOf(resourceType: number, resourceName: string, version = 4, includeSynonyms = true) {
+  const res = await describeConfigs(version, [{ resourceType, resourceName, configurationKeys: null }], { includeSynonyms });
+  expect(res.results[0].errorCode).toBe(ErrorCode.NONE);
+  return new Map<string, any>(res.results[0].configs.map((c: { name: string }) => [c.name, c]));
+}
+
+const op = (name: string, configOperation: number, value: string | null = null) => ({ name, configOperation, value });
+
+async function alter(version: number, resources: { resourceType: number; resourceName: string; configs: ReturnType<typeof op>[] }[], validateOnly = false) {
+  const res = await client.request(44, version, { resources, validateOnly });
+  return res.responses.map((r: { errorCode: number; errorMessage: string | null; resourceName: string }) => [r.errorCode, r.errorMessage, r.resourceName]);
+}
+
+describe("CreatePartitions", () => {
+  test("every version raises the partition count, and the new partitions survive a restart", async () => {
+    await createTopic("grow", 1);
+    for (let v = 0; v <= 3; v++) {
+      const res = await createPartitions(v, [{ name: "grow", count: v + 2, assignments: null }]);
+      expect(res.results.map((r: any) => [r.name, r.errorCode, r.errorMessage])).toEqual([["grow", ErrorCode.NONE, null]]);
+      expect(await partitionCount("grow")).toBe(v + 2);
+    }
+    await reconnect();
+    expect(await partitionCount("grow")).toBe(5);
+  });
+
+  test("unknown topics, equal or lower counts, and a repeated topic get Apache's errors", async () => {
+    await createTopic("cp-errors", 3);
+    const res = await createPartitions(3, [
+      { name: "cp-errors", count: 3, assignments: null },
+      { name: "no-such-topic", count: 4, assignments: null },
+      { name: "bad/name", count: 4, assignments: null },
+      { name: "twice", count: 4, assignments: null },
+      { name: "twice", count: 5, assignments: null },
+    ]);
+    const results = res.results.map((r: { name: string; errorCode: number; errorMessage: string | null }) => [r.name, r.errorCode, r.errorMessage]);
+    // Apache answers a repeated topic once, before the others.
+    expect(results).toEqual([
+      ["twice", ErrorCode.INVALID_REQUEST, "Duplicate topic name."],
+      ["cp-errors", ErrorCode.INVALID_PARTITIONS, "Topic already has 3 partition(s)."],
+      ["no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null],
+      ["bad/name", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null],
+    ]);
+    for (const count of [2, -5]) {
+      const lower = await createPartitions(0, [{ name: "cp-errors", count, assignments: null }]);
+      expect(lower.results[0].errorCode).toBe(ErrorCode.INVALID_PARTITIONS);
+      expect(lower.results[0].errorMessage).toBe(`The topic cp-errors currently has 3 partition(s); ${count} would not be an increase.`);
+    }
+    const tooMany = await createPartitions(1, [{ name: "cp-errors", count: 20_000, assignments: null }]);
+    expect(tooMany.results[0].errorCode).toBe(ErrorCode.INVALID_PARTITIONS);
+    expect(await partitionCount("cp-errors")).toBe(3);
+  });
+
+  test("manual assignments must give each new partition exactly one registered broker", async () => {
+    await createTopic("assigned", 1);
+    const cases: [{ brokerIds: number[] }[], number, string | null][] = [
+      [[{ brokerIds: [BROKER_ID] }], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."],
+      [[], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 2 additional partition(s), but only 0 assignment(s) were specified."],
+      [[{ brokerIds: [BROKER_ID] }, { brokerIds: [7] }], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 7, but no such broker is registered."],
+      [[{ brokerIds: [BROKER_ID] }, { brokerIds: [BROKER_ID, BROKER_ID] }], ErrorCode.INVALID_REPLICA_ASSIGNMENT, `The manual partition assignment includes the broker ${BROKER_ID} more than once.`],
+      [[{ brokerIds: [BROKER_ID] }, { brokerIds: [] }], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."],
+    ];
+    for (const [assignments, errorCode, errorMessage] of cases) {
+      const res = await createPartitions(2, [{ name: "assigned", count: 3, assignments }]);
+      expect([res.results[0].errorCode, res.results[0].errorMessage]).toEqual([errorCode, errorMessage]);
+    }
+    expect(await partitionCount("assigned")).toBe(1);
+    const ok = await createPartitions(2, [{ name: "assigned", count: 3, assignments: [{ brokerIds: [BROKER_ID] }, { brokerIds: [BROKER_ID] }] }]);
+    expect(ok.results[0].errorCode).toBe(ErrorCode.NONE);
+    expect(await partitionCount("assigned")).toBe(3);
+  });
+
+  test("validateOnly checks without adding partitions", async () => {
+    await createTopic("validate-grow", 1);
+    const ok = await createPartitions(3, [{ name: "validate-grow", count: 4, assignments: null }], true);
+    expect(ok.results[0].errorCode).toBe(ErrorCode.NONE);
+    const bad = await createPartitions(3, [{ name: "validate-grow", count: 1, assignments: null }], true);
+    expect(bad.results[0].errorCode).toBe(ErrorCode.INVALID_PARTITIONS);
+    expect(await partitionCount("validate-grow")).toBe(1);
+  });
+});
+
+describe("DescribeConfigs", () => {
+  test("a topic's configs in every version, with the fields each version has", async () => {
+    await createTopic("described", 1, { "retention.ms": "1000" });
+    const names = ["cleanup.policy", "max.message.bytes", "message.timestamp.type", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms"];
+    for (let v = 0; v <= 4; v++) {
+      const res = await describeConfigs(v, [{ resourceType: TOPIC, resourceName: "described", configurationKeys: null }], {
+        includeSynonyms: v >= 1,
+        includeDocumentation: v >= 3,
+      });
+      const result = res.results[0];
+      expect([result.errorCode, result.errorMessage, result.resourceType, result.resourceName]).toEqual([ErrorCode.NONE, null, TOPIC, "described"]);
+      expect(result.configs.map((c: { name: string }) => c.name)).toEqual(names);
+      const byName = new Map<string, any>(result.configs.map((c: { name: string }) => [c.name, c]));
+      const retention = byName.get("retention.ms");
+      const segmentMs = byName.get("segment.ms");
+      const cleanup = byName.get("cleanup.policy");
+      expect([retention.value, retention.readOnly, retention.isSensitive]).toEqual(["1000", false, false]);
+      expect(segmentMs.value).toBe("3600000");
+      if (v === 0) {
+        expect([retention.isDefault, segmentMs.isDefault, cleanup.isDefault]).toEqual([false, false, true]);
+      } else {
+        expect([retention.configSource, segmentMs.configSource, cleanup.configSource]).toEqual([SOURCE.TOPIC, SOURCE.STATIC, SOURCE.DEFAULT]);
+        expect(retention.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
+          ["retention.ms", "1000", SOURCE.TOPIC],
+          ["log.retention.ms", "604800000", SOURCE.DEFAULT],
+        ]);
+        expect(segmentMs.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
+          ["log.roll.ms", "3600000", SOURCE.STATIC],
+          ["log.roll.ms", "604800000", SOURCE.DEFAULT],
+        ]);
+      }
+      if (v >= 3) {
+        expect([retention.configType, cleanup.configType, byName.get("segment.bytes").configType, byName.get("message.timestamp.type").configType]).toEqual([5, 7, 3, 2]);
+        expect(typeof retention.documentation).toBe("string");
+        expect(retention.documentation.length).toBeGreaterThan(10);
+      }
+    }
+  });
+
+  test("synonyms and documentation only when asked for", async () => {
+    await createTopic("described-plain", 1);
+    const res = await describeConfigs(4, [{ resourceType: TOPIC, resourceName: "described-plain", configurationKeys: ["retention.ms"] }]);
+    expect(res.results[0].configs[0].synonyms).toEqual([]);
+    expect(res.results[0].configs[0].documentation).toBeNull();
+  });
+
+  test("configurationKeys selects configs; unknown keys are absent; empty means all", async () => {
+    await createTopic("selected", 1);
+    const res = await describeConfigs(4, [
+      { resourceType: TOPIC, resourceName: "selected", configurationKeys: ["segment.bytes", "no.such.config", "retention.ms", "compression.type"] },
+      { resourceType: TOPIC, resourceName: "selected", configurationKeys: [] },
+    ]);
+    expect(res.results[0].configs.map((c: { name: string }) => c.name)).toEqual(["retention.ms", "segment.bytes"]);
+    expect(res.results[1].configs.length).toBe(7);
+  });
+
+  test("unknown and illegal topics", async () => {
+    const res = await describeConfigs(1, [
+      { resourceType: TOPIC, resourceName: "no-such-topic", configurationKeys: null },
+      { resourceType: TOPIC, resourceName: "bad/name", configurationKeys: null },
+      { resourceType: TOPIC, resourceName: "", configurationKeys: null },
+    ]);
+    expect(res.results.map((r: any) => [r.errorCode, r.errorMessage, r.configs.length])).toEqual([
+      [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'no-such-topic' does not exist.", 0],
+      [ErrorCode.INVALID_TOPIC_EXCEPTION, expect.stringContaining("illegal"), 0],
+      [ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty", 0],
+    ]);
+  });
+
+  test("this broker's configs: values in effect, sources, and which are writable", async () => {
+    const configs = await configsOf(BROKER, String(BROKER_ID));
+    for (const name of [
+      "broker.id",
+      "log.retention.ms",
+      "log.retention.bytes",
+      "log.segment.bytes",
+      "log.roll.ms",
+      "message.max.bytes",
+      "log.message.timestamp.type",
+      "log.cleanup.policy",
+      "num.partitions",
+      "auto.create.topics.enable",
+      "socket.request.max.bytes",
+      "connections.max.idle.ms",
+      "transaction.max.timeout.ms",
+      "producer.id.expiration.ms",
+      "group.initial.rebalance.delay.ms",
+      "offsets.retention.minutes",
+    ]) {
+      expect(configs.has(name)).toBe(true);
+    }
+    const pick = (name: string) => {
+      const c = configs.get(name);
+      return [c.value, c.configSource, c.readOnly];
+    };
+    expect(pick("broker.id")).toEqual([String(BROKER_ID), SOURCE.STATIC, true]);
+    expect(pick("num.partitions")).toEqual(["2", SOURCE.STATIC, true]);
+    expect(pick("auto.create.topics.enable")).toEqual(["false", SOURCE.STATIC, true]);
+    expect(pick("transaction.max.timeout.ms")).toEqual(["900000", SOURCE.DEFAULT, true]);
+    expect(pick("offsets.retention.minutes")).toEqual(["10080", SOURCE.DEFAULT, true]);
+    expect(pick("log.roll.ms")).toEqual(["3600000", SOURCE.STATIC, false]);
+    expect(pick("log.retention.ms")).toEqual(["604800000", SOURCE.DEFAULT, false]);
+    expect(pick("message.max.bytes")).toEqual(["1048588", SOURCE.DEFAULT, false]);
+    expect(configs.get("broker.id").synonyms.map((s: any) => [s.value, s.source])).toEqual([
+      [String(BROKER_ID), SOURCE.STATIC],
+      ["0", SOURCE.DEFAULT],
+    ]);
+    expect(configs.get("log.cleanup.policy").configType).toBe(7);
+    expect(configs.get("auto.create.topics.enable").configType).toBe(1);
+  });
+
+  test("broker and broker-logger resource names are checked as Apache does", async () => {
+    const res = await describeConfigs(4, [
+      { resourceType: BROKER, resourceName: "7", configurationKeys: null },
+      { resourceType: BROKER, resourceName: "abc", configurationKeys: null },
+      { resourceType: BROKER_LOGGER, resourceName: String(BROKER_ID), configurationKeys: null },
+      { resourceType: BROKER_LOGGER, resourceName: "7", configurationKeys: null },
+      { resourceType: BROKER_LOGGER, resourceName: "", configurationKeys: null },
+      { resourceType: BROKER_LOGGER, resourceName: "x", configurationKeys: null },
+      { resourceType: 32, resourceName: "some-group", configurationKeys: null },
+    ]);
+    expect(res.results.map((r: any) => [r.resourceType, r.resourceName, r.errorCode, r.errorMessage, r.configs.length])).toEqual([
+      [BROKER, "7", ErrorCode.INVALID_REQUEST, `Unexpected broker id, expected ${BROKER_ID} or empty string, but received 7`, 0],
+      [BROKER, "abc", ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: abc", 0],
+      // bunka has no named loggers whose level can be read or changed at runtime.
+      [BROKER_LOGGER, String(BROKER_ID), ErrorCode.NONE, null, 0],
+      [BROKER_LOGGER, "7", ErrorCode.INVALID_REQUEST, `Unexpected broker id, expected ${BROKER_ID} but received 7`, 0],
+      [BROKER_LOGGER, "", ErrorCode.INVALID_REQUEST, "Broker id must not be empty", 0],
+      [BROKER_LOGGER, "x", ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: x", 0],
+      [32, "some-group", ErrorCode.INVALID_REQUEST, "bunka does not support group config resources", 0],
+    ]);
+  });
+
+  test("an unknown resource type fails the whole request, as in Apache", async () => {
+    await createTopic("innocent", 1);
+    const res = await describeConfigs(2, [
+      { resourceType: TOPIC, resourceName: "innocent", configurationKeys: null },
+      { resourceType: 99, resourceName: "x", configurationKeys: null },
+    ]);
+    expect(res.results.map((r: any) => [r.resourceType, r.errorCode, r.errorMessage])).toEqual([
+      [TOPIC, ErrorCode.INVALID_REQUEST, INVALID_REQUEST_DEFAULT],
+      [99, ErrorCode.INVALID_REQUEST, INVALID_REQUEST_DEFAULT],
+    ]);
+  });
+});
+
+describe("IncrementalAlterConfigs on topics", () => {
+  test("SET, DELETE, APPEND and SUBTRACT round-trip through DescribeConfigs in both versions", async () => {
+    await createTopic("altered", 1);
+    for (const v of [0, 1]) {
+      expect(await alter(v, [{ resourceType: TOPIC, resourceName: "altered", configs: [op("retention.ms", SET, "2000"), op("retention.bytes", SET, "4096")] }])).toEqual([
+        [ErrorCode.NONE, null, "altered"],
+      ]);
+      let configs = await configsOf(TOPIC, "altered");
+      expect([configs.get("retention.ms").value, configs.get("retention.ms").configSource]).toEqual(["2000", SOURCE.TOPIC]);
+      expect(configs.get("retention.bytes").value).toBe("4096");
+
+      // APPEND of a value already in the (default) list, then SUBTRACT of one that is not, change nothing.
+      expect(await alter(v, [{ resourceType: TOPIC, resourceName: "altered", configs: [op("cleanup.policy", APPEND, "delete")] }])).toEqual([
+        [ErrorCode.NONE, null, "altered"],
+      ]);
+      expect(await alter(v, [{ resourceType: TOPIC, resourceName: "altered", configs: [op("cleanup.policy", SUBTRACT, "compact")] }])).toEqual([
+        [ErrorCode.NONE, null, "altered"],
+      ]);
+      configs = await configsOf(TOPIC, "altered");
+      expect([configs.get("cleanup.policy").value, configs.get("cleanup.policy").configSource]).toEqual(["delete", SOURCE.TOPIC]);
+
+      expect(
+        await alter(v, [{ resourceType: TOPIC, resourceName: "altered", configs: [op("retention.ms", DELETE), op("retention.bytes", DELETE), op("cleanup.policy", DELETE)] }]),
+      ).toEqual([[ErrorCode.NONE, null, "altered"]]);
+      configs = await configsOf(TOPIC, "altered");
+      expect([configs.get("retention.ms").value, configs.get("retention.ms").configSource]).toEqual(["604800000", SOURCE.DEFAULT]);
+      expect(configs.get("cleanup.policy").configSource).toBe(SOURCE.DEFAULT);
+    }
+    expect(broker.broker.services.topics.get("altered")!.configs).toEqual({});
+  });
+
+  test("topic configs survive a restart", async () => {
+    await createTopic("kept", 1);
+    expect(await alter(1, [{ resourceType: TOPIC, resourceName: "kept", configs: [op("message.timestamp.type", SET, "LogAppendTime")] }])).toEqual([
+      [ErrorCode.NONE, null, "kept"],
+    ]);
+    await reconnect();
+    const configs = await configsOf(TOPIC, "kept");
+    expect([configs.get("message.timestamp.type").value, configs.get("message.timestamp.type").configSource]).toEqual(["LogAppendTime", SOURCE.TOPIC]);
+  });
+
+  test("validateOnly checks without changing", async () => {
+    await createTopic("validated", 1);
+    expect(await alter(1, [{ resourceType: TOPIC, resourceName: "validated", configs: [op("retention.ms", SET, "5")] }], true)).toEqual([
+      [ErrorCode.NONE, null, "validated"],
+    ]);
+    expect(await alter(1, [{ resourceType: TOPIC, resourceName: "validated", configs: [op("retention.ms", SET, "x")] }], true)).toEqual([
+      [ErrorCode.INVALID_CONFIG, "Invalid value x for configuration retention.ms: Not a number of type LONG", "validated"],
+    ]);
+    expect((await configsOf(TOPIC, "validated")).get("retention.ms").configSource).toBe(SOURCE.DEFAULT);
+  });
+
+  test("each mistake gets Apache's error", async () => {
+    await createTopic("mistakes", 1);
+    const on = (configs: ReturnType<typeof op>[], name = "mistakes") => [{ resourceType: TOPIC, resourceName: name, configs }];
+    const cases: [ReturnType<typeof on>, number, string][] = [
+      [on([op("retention.ms", APPEND, "1")]), ErrorCode.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST."],
+      [on([op("retention.ms", SUBTRACT, "1")]), ErrorCode.INVALID_CONFIG, "Can't SUBTRACT to key retention.ms because its type is not LIST."],
+      [on([op("retention.ms", SET, "abc")]), ErrorCode.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type LONG"],
+      [on([op("retention.ms", SET, "-5")]), ErrorCode.INVALID_CONFIG, "Invalid value -5 for configuration retention.ms: Value must be at least -1"],
+      [on([op("max.message.bytes", SET, "99999999999")]), ErrorCode.INVALID_CONFIG, "Invalid value 99999999999 for configuration max.message.bytes: Not a number of type INT"],
+      [on([op("message.timestamp.type", SET, "Foo")]), ErrorCode.INVALID_CONFIG, "Invalid value Foo for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime"],
+      [on([op("nonsense.config", SET, "1")]), ErrorCode.INVALID_CONFIG, "Unknown topic config name: nonsense.config"],
+      [on([op("__proto__", SET, "1")]), ErrorCode.INVALID_CONFIG, "Unknown topic config name: __proto__"],
+      // bunka's own refusals: configs Apache has but bunka does not implement, and compaction.
+      [on([op("compression.type", SET, "gzip")]), ErrorCode.INVALID_CONFIG, "Topic config compression.type is not supported by bunka"],
+      [on([op("cleanup.policy", APPEND, "compact")]), ErrorCode.INVALID_CONFIG, expect.stringContaining("does not implement log compaction") as unknown as string],
+      [on([op("retention.ms", SET, null)]), ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms"],
+      [on([op("retention.ms", SET, "1"), op("retention.ms", DELETE)]), ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"],
+      // Apache answers UNKNOWN_SERVER_ERROR here (and INVALID_REQUEST for the same mistake on a broker).
+      [on([op("retention.ms", 9, "1")]), ErrorCode.INVALID_REQUEST, "Unknown operations type 9"],
+      [on([op("retention.ms", SET, "1")], "no-such-topic"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'no-such-topic' does not exist."],
+      // Validation comes before the existence check, as in Apache.
+      [on([op("retention.ms", SET, "abc")], "no-such-topic"), ErrorCode.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type LONG"],
+      [on([op("retention.ms", SET, "1")], ""), ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."],
+      [on([op("retention.ms", SET, "1")], "bad/name"), ErrorCode.INVALID_TOPIC_EXCEPTION, expect.stringContaining("illegal") as unknown as string],
+    ];
+    for (const [resources, errorCode, errorMessage] of cases) {
+      const [[code, message]] = await alter(0, resources);
+      expect([code, message]).toEqual([errorCode, errorMessage]);
+    }
+    // DELETE of a config that is not set (even an unknown one) succeeds, as in Apache.
+    expect(await alter(1, on([op("nonsense.config", DELETE), op("retention.bytes", DELETE)]))).toEqual([[ErrorCode.NONE, null, "mistakes"]]);
+    expect(broker.broker.services.topics.get("mistakes")!.configs).toEqual({});
+  });
+
+  test("a resource named twice fails every copy; the others are applied", async () => {
+    await createTopic("twice-a", 1);
+    await createTopic("twice-b", 1);
+    const res = await alter(1, [
+      { resourceType: TOPIC, resourceName: "twice-a", configs: [op("retention.ms", SET, "1")] },
+      { resourceType: TOPIC, resourceName: "twice-b", configs: [op("retention.ms", SET, "2")] },
+      { resourceType: TOPIC, resourceName: "twice-a", configs: [op("retention.ms", SET, "3")] },
+    ]);
+    expect(res).toEqual([
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", "twice-a"],
+      [ErrorCode.NONE, null, "twice-b"],
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", "twice-a"],
+    ]);
+    expect(broker.broker.services.topics.get("twice-a")!.configs).toEqual({});
+    expect(broker.broker.services.topics.get("twice-b")!.configs).toEqual({ "retention.ms": "2" });
+  });
+
+  test("concurrent changes to one topic on two connections both land", async () => {
+    await createTopic("concurrent", 1);
+    const other = await WireClient.connect(broker.listener.port);
+    try {
+      const [a, b] = await Promise.all([
+        client.request(44, 1, { resources: [{ resourceType: TOPIC, resourceName: "concurrent", configs: [op("retention.ms", SET, "111")] }], validateOnly: false }),
+        other.request(44, 1, { resources: [{ resourceType: TOPIC, resourceName: "concurrent", configs: [op("retention.bytes", SET, "222")] }], validateOnly: false }),
+      ]);
+      expect([a.responses[0].errorCode, b.responses[0].errorCode]).toEqual([ErrorCode.NONE, ErrorCode.NONE]);
+    } finally {
+      other.close();
+    }
+    expect(broker.broker.services.topics.get("concurrent")!.configs).toEqual({ "retention.ms": "111", "retention.bytes": "222" });
+  });
+
+  test("unknown and unsupported resource types", async () => {
+    const res = await alter(1, [
+      { resourceType: 99, resourceName: "x", configs: [] },
+      { resourceType: 16, resourceName: "x", configs: [] },
+    ]);
+    expect(res).toEqual([
+      [ErrorCode.INVALID_REQUEST, "Unknown resource type 99", "x"],
+      [ErrorCode.INVALID_REQUEST, "bunka does not support client metrics config resources", "x"],
+    ]);
+  });
+});
+
+describe("IncrementalAlterConfigs on brokers", () => {
+  test("a cluster-wide default becomes the default of topics, durably", async () => {
+    await createTopic("inherits", 1);
+    await createTopic("overrides", 1, { "retention.ms": "1000" });
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.ms", SET, "86400000")] }])).toEqual([
+      [ErrorCode.NONE, null, ""],
+    ]);
+    const check = async () => {
+      const inherits = (await configsOf(TOPIC, "inherits")).get("retention.ms");
+      expect([inherits.value, inherits.configSource]).toEqual(["86400000", SOURCE.CLUSTER_DEFAULT]);
+      expect(inherits.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
+        ["log.retention.ms", "86400000", SOURCE.CLUSTER_DEFAULT],
+        ["log.retention.ms", "604800000", SOURCE.DEFAULT],
+      ]);
+      const overrides = (await configsOf(TOPIC, "overrides")).get("retention.ms");
+      expect([overrides.value, overrides.configSource]).toEqual(["1000", SOURCE.TOPIC]);
+
+      // Resource "" lists only the cluster-wide dynamic defaults that are set.
+      const cluster = await configsOf(BROKER, "");
+      expect([...cluster.keys()]).toEqual(["log.retention.ms"]);
+      expect([cluster.get("log.retention.ms").value, cluster.get("log.retention.ms").configSource]).toEqual(["86400000", SOURCE.CLUSTER_DEFAULT]);
+      const self = (await configsOf(BROKER, String(BROKER_ID))).get("log.retention.ms");
+      expect([self.value, self.configSource]).toEqual(["86400000", SOURCE.CLUSTER_DEFAULT]);
+
+      // What the log layer uses for a topic without its own value.
+      const services = broker.broker.services;
+      expect(services.config.topicConfigDefaults).toEqual({ "segment.ms": "3600000", "retention.ms": "86400000" });
+      expect(resolveTopicConfigWithDefaults(services.topics.get("inherits")!.configs, services.config.topicConfigDefaults).retentionMs).toBe(86400000);
+      expect(resolveTopicConfigWithDefaults(services.topics.get("overrides")!.configs, services.config.topicConfigDefaults).retentionMs).toBe(1000);
+      expect(resolveTopicConfigWithDefaults({}, services.config.topicConfigDefaults).segmentMs).toBe(3600000);
+    };
+    await check();
+    expect(existsSync(join(broker.dataDir, "__cluster", "broker-configs.json"))).toBe(true);
+    await reconnect();
+    await check();
+
+    expect(await alter(0, [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.ms", DELETE)] }])).toEqual([[ErrorCode.NONE, null, ""]]);
+    expect((await configsOf(TOPIC, "inherits")).get("retention.ms").configSource).toBe(SOURCE.DEFAULT);
+    expect((await configsOf(BROKER, "")).size).toBe(0);
+    expect(broker.broker.services.config.topicConfigDefaults).toEqual({ "segment.ms": "3600000" });
+  });
+
+  test("this broker's own layer wins over the cluster default and the static config", async () => {
+    await createTopic("layered", 1);
+    expect(
+      await alter(1, [
+        { resourceType: BROKER, resourceName: "", configs: [op("log.roll.ms", SET, "7200000"), op("log.segment.bytes", SET, "2097152")] },
+        { resourceType: BROKER, resourceName: String(BROKER_ID), configs: [op("log.roll.ms", SET, "1800000")] },
+      ]),
+    ).toEqual([
+      [ErrorCode.NONE, null, ""],
+      [ErrorCode.NONE, null, String(BROKER_ID)],
+    ]);
+    const topic = await configsOf(TOPIC, "layered");
+    expect(topic.get("segment.ms").synonyms.map((s: any) => [s.value, s.source])).toEqual([
+      ["1800000", SOURCE.BROKER],
+      ["7200000", SOURCE.CLUSTER_DEFAULT],
+      ["3600000", SOURCE.STATIC],
+      ["604800000", SOURCE.DEFAULT],
+    ]);
+    expect([topic.get("segment.ms").value, topic.get("segment.ms").configSource]).toEqual(["1800000", SOURCE.BROKER]);
+    expect([topic.get("segment.bytes").value, topic.get("segment.bytes").configSource]).toEqual(["2097152", SOURCE.CLUSTER_DEFAULT]);
+    const self = (await configsOf(BROKER, String(BROKER_ID))).get("log.roll.ms");
+    expect([self.value, self.configSource]).toEqual(["1800000", SOURCE.BROKER]);
+
+    await reconnect();
+    expect((await configsOf(TOPIC, "layered")).get("segment.ms").value).toBe("1800000");
+    expect(
+      await alter(1, [
+        { resourceType: BROKER, resourceName: "", configs: [op("log.roll.ms", DELETE), op("log.segment.bytes", DELETE)] },
+        { resourceType: BROKER, resourceName: String(BROKER_ID), configs: [op("log.roll.ms", DELETE)] },
+      ]),
+    ).toEqual([
+      [ErrorCode.NONE, null, ""],
+      [ErrorCode.NONE, null, String(BROKER_ID)],
+    ]);
+    const back = (await configsOf(TOPIC, "layered")).get("segment.ms");
+    expect([back.value, back.configSource]).toEqual(["3600000", SOURCE.STATIC]);
+  });
+
+  test("validateOnly checks without changing", async () => {
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.bytes", SET, "1000")] }], true)).toEqual([
+      [ErrorCode.NONE, null, ""],
+    ]);
+    expect((await configsOf(BROKER, "")).size).toBe(0);
+    expect(broker.broker.services.brokerConfigs.get({ kind: "cluster" })).toEqual({});
+  });
+
+  test("each mistake gets Apache's error", async () => {
+    const on = (configs: ReturnType<typeof op>[], name = "") => [{ resourceType: BROKER, resourceName: name, configs }];
+    const cases: [ReturnType<typeof on>, number, string][] = [
+      [on([op("log.retention.ms", SET, "1")], "7"), ErrorCode.INVALID_REQUEST, `Unexpected broker id, expected ${BROKER_ID}, but received 7`],
+      [on([op("log.retention.ms", SET, "1")], "abc"), ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: abc"],
+      [on([op("num.partitions", SET, "5")]), ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)"],
+      [on([op("num.partitions", SET, "5")], String(BROKER_ID)), ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)"],
+      [on([op("broker.id", SET, "5"), op("no.such.config", SET, "1")]), ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(broker.id, no.such.config)"],
+      [on([op("log.retention.ms", SET, "abc")]), ErrorCode.INVALID_REQUEST, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"],
+      [on([op("log.message.timestamp.type", SET, "Foo")]), ErrorCode.INVALID_REQUEST, "Invalid value Foo for configuration log.message.timestamp.type: String must be one of: CreateTime, LogAppendTime"],
+      [on([op("message.max.bytes", SET, "x")]), ErrorCode.INVALID_REQUEST, "Invalid value x for configuration message.max.bytes: Not a number of type INT"],
+      [on([op("log.retention.ms", APPEND, "1")]), ErrorCode.INVALID_CONFIG, "Config value append is not allowed for config key: log.retention.ms"],
+      [on([op("log.retention.ms", SUBTRACT, "1")]), ErrorCode.INVALID_CONFIG, "Config value subtract is not allowed for config key: log.retention.ms"],
+      [on([op("log.retention.ms", SET, null)]), ErrorCode.INVALID_REQUEST, "Null value not supported for : log.retention.ms"],
+      [on([op("log.retention.ms", 7, "1")]), ErrorCode.INVALID_REQUEST, "Unknown operations type 7"],
+      [on([op("log.retention.ms", SET, "1"), op("log.retention.ms", SET, "2")]), ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"],
+    ];
+    for (const [resources, errorCode, errorMessage] of cases) {
+      const [[code, message]] = await alter(1, resources);
+      expect([code, message]).toEqual([errorCode, errorMessage]);
+    }
+    // Deleting a config that cannot be set changes nothing and succeeds, as in Apache.
+    expect(await alter(1, on([op("num.partitions", DELETE), op("no.such.config", DELETE)]))).toEqual([[ErrorCode.NONE, null, ""]]);
+    expect(
+      await alter(1, [
+        { resourceType: BROKER, resourceName: "", configs: [op("log.retention.ms", SET, "1")] },
+        { resourceType: BROKER, resourceName: "", configs: [op("log.retention.ms", SET, "1")] },
+      ]),
+    ).toEqual([
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", ""],
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", ""],
+    ]);
+    expect(broker.broker.services.brokerConfigs.get({ kind: "cluster" })).toEqual({});
+  });
+
+  test("broker loggers: Apache's id checks, and no logger to change", async () => {
+    const res = await alter(0, [
+      { resourceType: BROKER_LOGGER, resourceName: String(BROKER_ID), configs: [op("root", SET, "DEBUG")] },
+      { resourceType: BROKER_LOGGER, resourceName: String(BROKER_ID), configs: [] },
+    ]);
+    // Both name the same resource.
+    expect(res.map((r: unknown[]) => r[0])).toEqual([ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]);
+    const each = async (name: string, configs: ReturnType<typeof op>[]) => (await alter(1, [{ resourceType: BROKER_LOGGER, resourceName: name, configs }]))[0];
+    expect(await each(String(BROKER_ID), [op("root", SET, "DEBUG")])).toEqual([ErrorCode.INVALID_CONFIG, "Logger root does not exist!", String(BROKER_ID)]);
+    expect(await each(String(BROKER_ID), [op("root", APPEND, "DEBUG")])).toEqual([
+      ErrorCode.INVALID_REQUEST,
+      "APPEND operation is not allowed for the BROKER_LOGGER resource",
+      String(BROKER_ID),
+    ]);
+    expect(await each("", [op("root", SET, "DEBUG")])).toEqual([ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: ", ""]);
+    expect(await each("7", [op("root", SET, "DEBUG")])).toEqual([ErrorCode.INVALID_REQUEST, `Unexpected node id. Expected ${BROKER_ID}, but received 7`, "7"]);
+  });
+});
+
+describe("ApiVersions", () => {
+  test("advertises the three APIs with the versions they answer", async () => {
+    const res = await client.request(18, 3, { clientSoftwareName: "wire-test", clientSoftwareVersion: "1.0" });
+    const range = (key: number) => {
+      const k = res.apiKeys.find((a: { apiKey: number }) => a.apiKey === key);
+      return [k.minVersion, k.maxVersion];
+    };
+    expect([range(32), range(37), range(44)]).toEqual([
+      [0, 4],
+      [0, 3],
+      [0, 1],
+    ]);
+  });
+});
+
+describe("broker-configs.json", () => {
+  test("a corrupt file stops the broker instead of starting without the dynamic configs", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "bunka-config-apis-"));
+    try {
+      const first = await startTestBroker({ dataDir });
+      const c = await WireClient.connect(first.port);
+      try {
+        const res = await c.request(44, 1, {
+          resources: [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.bytes", SET, "1048576")] }],
+          validateOnly: false,
+        });
+        expect(res.responses[0].errorCode).toBe(ErrorCode.NONE);
+      } finally {
+        c.close();
+        await first.stop();
+      }
+      const path = join(dataDir, "__cluster", "broker-configs.json");
+      writeFileSync(path, '{"format":"broker-configs","version":1,"crc32":1,"body":{"clusterDefault":{},"brokers":{}}}\n');
+      await expect(startTestBroker({ dataDir })).rejects.toBeInstanceOf(CorruptStateError);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
