@@ -1,0 +1,1331 @@
+/**
+ * The durable log of one partition: a directory of segments holding RecordBatch v2 bytes exactly as
+ * produced (offsets assigned), sparse offset and time indexes, and a small checkpoint file.
+ *
+ * Writing. `append` is synchronous: it assigns offsets, rewrites the batch headers in place, updates the
+ * in-memory indexes and queues the bytes for writing, then returns the offsets at once with a `written`
+ * promise. The Produce handler can therefore classify a batch against producer state, append it and
+ * record its offsets in one synchronous step, with no lock. Writes go out in order through one queue;
+ * writes queued while another is in flight are coalesced into one write call (one copy at most; a lone
+ * write is not copied at all). The caller's buffer is written as is, so it must not be reused before
+ * `written` settles.
+ *
+ * Durability. `flush` is a group commit: one fsync covers every append made before it started, and the
+ * callers that arrive while it runs share the next one. Three end offsets are exposed:
+ * `logEndOffset` (assigned), `writtenEndOffset` (readable), `durableEndOffset` (fsynced). The caller
+ * decides what the high watermark is (DESIGN §4: never beyond durableEndOffset). Nothing advances
+ * durableEndOffset but `flush` (and a roll), so the Produce handler should request a flush after every
+ * append, awaiting it only for acks=-1; group commit keeps that at about one fsync per fsync latency.
+ *
+ * Any failed write, fsync or rename makes the log failed: every pending and later operation rejects with
+ * a FatalError, and the process is expected to exit and recover at the next start (DESIGN §8).
+ *
+ * Recovery at open (see `recover`):
+ * - A segment with a later segment after it was fsynced, with its index files, before that later segment
+ *   was created (`completeRoll`). So only the last segment can have a torn tail; any bad batch anywhere
+ *   else is corruption, and open fails with a CorruptStateError naming the file and position.
+ * - Segments wholly below the checkpointed recovery point are trusted without a scan (their index files
+ *   are checked when first used and rebuilt if missing or unsound). Any other segment is scanned batch
+ *   by batch (CRC-32C, framing, contiguous offsets) and its indexes rebuilt. The last segment is also
+ *   trusted after a clean shutdown when its size is exactly what the clean close recorded.
+ * - In the last segment, the first bad batch is a torn tail, and the file is truncated there, unless
+ *   (a) it starts below the recovery point, i.e. in data that was known durable, or (b) its own length
+ *   leads to a sound batch that continues its offsets. Both mean damage inside the log, and open fails.
+ * - The log must reach the recovery point and the log start offset: durable data never goes missing
+ *   silently.
+ */
+import { FatalError, ConfigError, CorruptStateError } from "../../errors/errors.ts";
+import type { Clock } from "../../platform/clock.ts";
+import type { FileHandle, Fs } from "../../platform/fs.ts";
+import {
+  attributesAt,
+  BATCH_HEADER_BYTES,
+  baseOffsetAt,
+  batchSizeAt,
+  COMPRESSION_CODEC_MASK,
+  findRecordInUncompressedBatch,
+  lastOffsetDeltaAt,
+  maxTimestampAt,
+  setBaseOffset,
+  setMaxTimestamp,
+  setPartitionLeaderEpoch,
+  TIMESTAMP_TYPE_BIT,
+  type TimestampType,
+} from "../../protocol/records/record-batch.ts";
+import { cleanTmpFiles, ensureDir, fsyncDirOrDie, writeFileAtomic } from "../atomic-file.ts";
+import { join } from "node:path";
+import { GroupCommit } from "./group-commit.ts";
+import { OffsetIndex, TimeIndex } from "./indexes.ts";
+import { LOG_CHECKPOINT_FILE, loadLogCheckpoint, saveLogCheckpoint, type LogCheckpoint } from "./log-checkpoint.ts";
+import { indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
+
+export interface LogConfig {
+  /** segment.bytes: roll before an append would make the active segment larger than this. */
+  segmentBytes: number;
+  /** segment.ms: roll at the first append once the active segment is this old. */
+  segmentMs: number;
+  /** retention.ms: delete segments whose newest timestamp is older than this; -1 keeps forever. */
+  retentionMs: number;
+  /** retention.bytes: delete the oldest segments while the log is larger than this; -1 = no limit. */
+  retentionBytes: number;
+  /** index.interval.bytes: bytes between offset index entries. */
+  indexIntervalBytes: number;
+  /** How often (at most) a flush also rewrites the recovery point checkpoint. */
+  recoveryPointCheckpointIntervalMs?: number;
+}
+
+export const DEFAULT_LOG_CONFIG: Required<LogConfig> = {
+  segmentBytes: 1024 * 1024 * 1024,
+  segmentMs: 7 * 24 * 60 * 60 * 1000,
+  retentionMs: 7 * 24 * 60 * 60 * 1000,
+  retentionBytes: -1,
+  indexIntervalBytes: 4096,
+  recoveryPointCheckpointIntervalMs: 60_000,
+};
+
+export interface AppendOptions {
+  /** The topic's message.timestamp.type; "log-append-time" stamps every batch with the append time. */
+  timestampType?: TimestampType;
+  /** Written into every batch header (not covered by the CRC). Left as sent when undefined. */
+  partitionLeaderEpoch?: number;
+}
+
+export interface AppendResult {
+  baseOffset: number;
+  lastOffset: number;
+  /** The append time for LogAppendTime topics, -1 otherwise (as in ProduceResponse). */
+  logAppendTimeMs: number;
+  /** Settles when the bytes are written (not yet fsynced); rejects with FatalError if they cannot be. */
+  written: Promise<void>;
+}
+
+export interface ReadOptions {
+  /** Return the first batch even when it is larger than maxBytes (Fetch v3+ for the first partition). */
+  minOneBatch?: boolean;
+  /** Exclusive bound: only batches whose last offset is below it (high watermark, last stable offset). */
+  upToOffset?: number;
+}
+
+export type ReadResult =
+  | {
+      kind: "records";
+      /** Whole batches, concatenated as stored; the first may start before the fetch offset. */
+      bytes: Uint8Array;
+      /** Base offset of the first batch returned, -1 when none. */
+      firstOffset: number;
+      /** One past the last offset returned (the fetch offset when nothing was returned). */
+      nextOffset: number;
+    }
+  | { kind: "offset-out-of-range"; logStartOffset: number; logEndOffset: number };
+
+export interface TimestampAndOffset {
+  offset: number;
+  timestampMs: number;
+}
+
+export interface RetentionResult {
+  deletedSegments: number;
+  logStartOffset: number;
+  /** More segments qualify than this call was allowed to delete. */
+  more: boolean;
+}
+
+export type DeleteRecordsResult =
+  | { kind: "ok"; logStartOffset: number }
+  | { kind: "offset-out-of-range"; logStartOffset: number; durableEndOffset: number };
+
+export interface RecoveryReport {
+  /** The last segment was trusted from a clean shutdown. */
+  cleanShutdown: boolean;
+  /** Segment files read batch by batch. */
+  scannedSegments: string[];
+  /** Index files rebuilt from their segment (missing or unsound). */
+  rebuiltIndexes: string[];
+  /** Torn tail cut from the last segment. */
+  truncated: { file: string; position: number; bytes: number; reason: string } | undefined;
+  /** Index files without a segment, and tmp files, removed. */
+  removedFiles: string[];
+}
+
+interface WriteOp {
+  kind: "write";
+  segment: Segment;
+  position: number;
+  bytes: Uint8Array;
+  endOffset: number;
+  done: Deferred;
+}
+
+interface RollOp {
+  kind: "roll";
+  old: Segment;
+  next: Segment;
+  oldIndex: OffsetIndex;
+  oldTimeIndex: TimeIndex;
+  done: Deferred;
+}
+
+type IoOp = WriteOp | RollOp;
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // A caller may never await `written`; its failure is reported through the log's failed state.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+const INT32_MAX = 0x7fffffff;
+/** Queued writes are merged into one write call up to this size. */
+const COALESCE_BYTES_MAX = 4 * 1024 * 1024;
+/** Inactive segments whose file handle stays open after a read (the active one is always open). */
+const OPEN_INACTIVE_HANDLES_MAX = 2;
+/** Inactive segments whose offset index stays in memory after a read. */
+const CACHED_INACTIVE_INDEXES_MAX = 2;
+/** Positions remembered for the offset at which the previous reads ended (tailing consumers). */
+const READ_POSITION_CACHE_MAX = 8;
+const RETENTION_SEGMENTS_PER_CALL = 8;
+const EMPTY = new Uint8Array(0);
+
+function validateConfig(config: LogConfig): Required<LogConfig> {
+  const full = { ...DEFAULT_LOG_CONFIG, ...config };
+  const positiveInt = (name: keyof LogConfig, max = Number.MAX_SAFE_INTEGER) => {
+    const v = full[name];
+    if (!Number.isSafeInteger(v) || v <= 0 || v > max) throw new ConfigError(`log ${name} must be an integer in 1..${max}, got ${v}`);
+  };
+  positiveInt("segmentBytes", INT32_MAX);
+  positiveInt("segmentMs");
+  positiveInt("indexIntervalBytes", INT32_MAX);
+  positiveInt("recoveryPointCheckpointIntervalMs");
+  for (const name of ["retentionMs", "retentionBytes"] as const) {
+    const v = full[name];
+    if (!Number.isSafeInteger(v) || v < -1) throw new ConfigError(`log ${name} must be -1 or a non-negative integer, got ${v}`);
+  }
+  return full;
+}
+
+export class PartitionLog {
+  private readonly config: Required<LogConfig>;
+  private readonly checkpointPath: string;
+  /** Ordered by base offset; the last one is the active segment. Never empty. */
+  private segments: Segment[] = [];
+
+  private logStart = 0;
+  private logEnd = 0;
+  private writtenEnd = 0;
+  private durableEnd = 0;
+  private totalBytes = 0;
+
+  private ioQueue: (IoOp | undefined)[] = [];
+  private ioHead = 0;
+  private pumping = false;
+  /** Settles when every operation queued so far has completed. */
+  private tail: Promise<void> = Promise.resolve();
+  /** Segments with writes that no fsync has covered yet. */
+  private readonly unsynced = new Set<Segment>();
+  private readonly flusher: GroupCommit;
+  private readonly checkpointer: GroupCommit;
+  private lastCheckpointMonotonicMs: number;
+
+  private readonly openInactive: Segment[] = [];
+  private readonly cachedIndexes: Segment[] = [];
+  private readonly readPositions = new Map<number, { segment: Segment; position: number }>();
+  private readonly listeners = new Set<() => void>();
+  private readonly deletions = new Set<Promise<void>>();
+  private deletionError: unknown;
+  private retention: Promise<unknown> = Promise.resolve();
+  private inflightReads = 0;
+  private readsDrained: (() => void) | undefined;
+
+  private failure: FatalError | undefined;
+  private closing = false;
+  private closed = false;
+
+  /** What `open` found and did; for logs and tests. */
+  recoveryReport: RecoveryReport = { cleanShutdown: false, scannedSegments: [], rebuiltIndexes: [], truncated: undefined, removedFiles: [] };
+
+  private constructor(
+    private readonly fs: Fs,
+    readonly dir: string,
+    config: LogConfig,
+    private readonly clock: Clock,
+  ) {
+    this.config = validateConfig(config);
+    this.checkpointPath = join(dir, LOG_CHECKPOINT_FILE);
+    // A failed fsync or checkpoint write leaves what is on disk unknown: the log fails as a whole.
+    this.flusher = new GroupCommit(() => this.failOnError(this.runFlush()));
+    this.checkpointer = new GroupCommit(() => this.failOnError(this.runCheckpoint()));
+    this.lastCheckpointMonotonicMs = clock.monotonicMs();
+  }
+
+  /** Opens (creating if needed) the log in `dir` and recovers it; see the file comment. */
+  static async open(fs: Fs, dir: string, config: LogConfig, clock: Clock): Promise<PartitionLog> {
+    const log = new PartitionLog(fs, dir, config, clock);
+    try {
+      await log.recover();
+    } catch (error) {
+      await log.closeHandles();
+      throw error;
+    }
+    return log;
+  }
+
+  // ---- state ------------------------------------------------------------------------------------
+
+  get logStartOffset(): number {
+    return this.logStart;
+  }
+  /** Next offset to assign: includes appends whose write is still in flight. */
+  get logEndOffset(): number {
+    return this.logEnd;
+  }
+  /** Offsets below this are written and readable. */
+  get writtenEndOffset(): number {
+    return this.writtenEnd;
+  }
+  /** Offsets below this are fsynced: the most the high watermark may expose. */
+  get durableEndOffset(): number {
+    return this.durableEnd;
+  }
+  get sizeBytes(): number {
+    return this.totalBytes;
+  }
+  get segmentCount(): number {
+    return this.segments.length;
+  }
+  get segmentBaseOffsets(): number[] {
+    return this.segments.map((s) => s.baseOffset);
+  }
+  /** The FatalError that stopped the log, if one did. */
+  get failed(): FatalError | undefined {
+    return this.failure;
+  }
+
+  /**
+   * Calls `listener` (synchronously, with no arguments) whenever writtenEndOffset or durableEndOffset
+   * advances, the log start moves, or the log fails: the Fetch long-poll re-checks its condition then.
+   * Returns the unsubscribe function.
+   */
+  onAppend(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  // ---- append -----------------------------------------------------------------------------------
+
+  /**
+   * Appends a record set that was validated (validateProduceRecordSet, or built by the broker such as a
+   * control batch). Assigns offsets from logEndOffset on, rewriting the batches in place.
+   */
+  append(recordSet: Uint8Array, options: AppendOptions = {}): AppendResult {
+    this.assertWritable();
+    const setBytes = recordSet.length;
+    if (setBytes === 0) throw new RangeError("cannot append an empty record set");
+    // First pass: whole batches only, and how many offsets they take. Nothing is modified yet.
+    let offsets = 0;
+    for (let position = 0; position < setBytes; ) {
+      if (setBytes - position < BATCH_HEADER_BYTES) throw new RangeError(`record set has a partial batch at ${position}`);
+      const size = batchSizeAt(recordSet, position);
+      if (size < BATCH_HEADER_BYTES || position + size > setBytes) throw new RangeError(`record set has a bad batch length at ${position}`);
+      offsets += lastOffsetDeltaAt(recordSet, position) + 1;
+      position += size;
+    }
+    const nowMs = this.clock.nowMs();
+    const baseOffset = this.logEnd;
+    const lastOffset = baseOffset + offsets - 1;
+    let segment = this.active;
+    if (this.shouldRoll(segment, setBytes, lastOffset, nowMs)) segment = this.roll(nowMs);
+
+    // Second pass: assign offsets, stamp, index.
+    const segmentPosition = segment.sizeBytes;
+    const logAppendTime = options.timestampType === "log-append-time";
+    let offset = baseOffset;
+    for (let position = 0; position < setBytes; ) {
+      const size = batchSizeAt(recordSet, position);
+      setBaseOffset(recordSet, position, offset);
+      if (options.partitionLeaderEpoch !== undefined) setPartitionLeaderEpoch(recordSet, position, options.partitionLeaderEpoch);
+      if (logAppendTime) setMaxTimestamp(recordSet, position, "log-append-time", nowMs);
+      segment.indexBatch(offset, segmentPosition + position, size, maxTimestampAt(recordSet, position), this.config.indexIntervalBytes);
+      offset += lastOffsetDeltaAt(recordSet, position) + 1;
+      position += size;
+    }
+    segment.sizeBytes += setBytes;
+    segment.endOffset = offset;
+    this.logEnd = offset;
+    this.totalBytes += setBytes;
+    this.unsynced.add(segment);
+    const done = deferred();
+    this.enqueue({ kind: "write", segment, position: segmentPosition, bytes: recordSet, endOffset: offset, done });
+    return { baseOffset, lastOffset, logAppendTimeMs: logAppendTime ? nowMs : -1, written: done.promise };
+  }
+
+  /**
+   * Resolves when every queued write and roll is done and no checkpoint write is in flight (background
+   * checkpoints follow rolls and periodic flushes). For tests and orderly shutdown.
+   */
+  async settled(): Promise<void> {
+    await this.tail.catch(() => undefined);
+    await this.checkpointer.idle();
+  }
+
+  /** Group commit: resolves once every append made before the call is durable. */
+  flush(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.durableEnd >= this.logEnd) return Promise.resolve();
+    return this.flusher.request();
+  }
+
+  private get active(): Segment {
+    return this.segments[this.segments.length - 1]!;
+  }
+
+  private shouldRoll(segment: Segment, setBytes: number, lastOffset: number, nowMs: number): boolean {
+    if (segment.sizeBytes === 0) return false;
+    return (
+      segment.sizeBytes + setBytes > this.config.segmentBytes ||
+      nowMs - segment.createdMs >= this.config.segmentMs ||
+      // Relative offsets in the index are int32.
+      lastOffset - segment.baseOffset > INT32_MAX
+    );
+  }
+
+  /** Starts a new active segment at logEndOffset; the files change in `completeRoll`, in queue order. */
+  private roll(nowMs: number): Segment {
+    const old = this.active;
+    const next = new Segment(this.dir, this.logEnd, nowMs);
+    next.resetIndexes();
+    next.pinned = true;
+    this.segments.push(next);
+    const oldIndex = old.offsetIndex!;
+    const oldTimeIndex = old.timeIndex!;
+    // The old segment keeps its in-memory offset index as a cache entry (not evictable while pinned,
+    // since its file is written only by completeRoll).
+    this.cacheIndex(old);
+    this.enqueue({ kind: "roll", old, next, oldIndex, oldTimeIndex, done: deferred() });
+    return next;
+  }
+
+  /**
+   * The old segment's data and index files are made durable *before* the next segment's file exists.
+   * Recovery relies on this order: a segment followed by another one can never have a torn tail.
+   */
+  private async completeRoll(op: RollOp): Promise<void> {
+    const { old, next } = op;
+    old.finalizeTimeIndex(op.oldTimeIndex);
+    await Promise.all([
+      this.fsyncHandle(old),
+      writeFileAtomic(this.fs, old.indexPath, op.oldIndex.encode()),
+      writeFileAtomic(this.fs, old.timeIndexPath, op.oldTimeIndex.encode()),
+    ]);
+    next.handle = await this.fs.open(next.logPath, "rw");
+    await fsyncDirOrDie(this.fs, this.dir, `after creating ${next.logPath}`);
+    // Inactive segments read their time index from the file on demand.
+    old.timeIndex = undefined;
+    old.pinned = false;
+    this.openInactive.push(old);
+    this.evictHandles();
+    this.unsynced.delete(old);
+    if (next.baseOffset > this.durableEnd) {
+      this.durableEnd = next.baseOffset;
+      this.notify();
+    }
+    this.requestCheckpoint();
+  }
+
+  private async fsyncHandle(segment: Segment): Promise<void> {
+    const handle = await this.acquire(segment);
+    try {
+      await handle.fsync();
+    } catch (error) {
+      throw new FatalError(`fsync of ${segment.logPath} failed`, { cause: error });
+    } finally {
+      this.release(segment);
+    }
+  }
+
+  private enqueue(op: IoOp): void {
+    this.ioQueue.push(op);
+    this.tail = op.done.promise;
+    if (!this.pumping) void this.pump();
+  }
+
+  /** Performs queued writes and rolls in order, merging consecutive writes to one segment. */
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      while (this.ioHead < this.ioQueue.length && this.failure === undefined) {
+        const op = this.ioQueue[this.ioHead]!;
+        if (op.kind === "roll") {
+          await this.completeRoll(op);
+          this.ioQueue[this.ioHead++] = undefined;
+          op.done.resolve();
+          continue;
+        }
+        let last = this.ioHead;
+        let total = op.bytes.length;
+        while (last + 1 < this.ioQueue.length) {
+          const next = this.ioQueue[last + 1]!;
+          if (next.kind !== "write" || next.segment !== op.segment || total + next.bytes.length > COALESCE_BYTES_MAX) break;
+          last++;
+          total += next.bytes.length;
+        }
+        let data = op.bytes;
+        if (last > this.ioHead) {
+          data = new Uint8Array(total);
+          for (let i = this.ioHead, at = 0; i <= last; i++) {
+            const w = this.ioQueue[i] as WriteOp;
+            data.set(w.bytes, at);
+            at += w.bytes.length;
+          }
+        }
+        await op.segment.handle!.write(data, op.position);
+        const lastOp = this.ioQueue[last] as WriteOp;
+        op.segment.writtenBytes = lastOp.position + lastOp.bytes.length;
+        this.writtenEnd = lastOp.endOffset;
+        for (let i = this.ioHead; i <= last; i++) {
+          (this.ioQueue[i] as WriteOp).done.resolve();
+          this.ioQueue[i] = undefined;
+        }
+        this.ioHead = last + 1;
+        // Under sustained load the queue may never drain: drop the finished prefix now and then.
+        if (this.ioHead >= 1024 && this.ioHead * 2 >= this.ioQueue.length) {
+          this.ioQueue = this.ioQueue.slice(this.ioHead);
+          this.ioHead = 0;
+        }
+        this.notify();
+      }
+      this.ioQueue = this.ioQueue.slice(this.ioHead);
+      this.ioHead = 0;
+    } catch (error) {
+      this.fail(error);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private async runFlush(): Promise<void> {
+    const target = this.logEnd;
+    const segments = [...this.unsynced];
+    this.unsynced.clear();
+    await this.tail;
+    // A segment whose roll completed meanwhile was fsynced by the roll.
+    await Promise.all(segments.filter((s) => s.pinned).map((s) => this.fsyncHandle(s)));
+    if (target > this.durableEnd) {
+      this.durableEnd = target;
+      this.notify();
+    }
+    if (this.clock.monotonicMs() - this.lastCheckpointMonotonicMs >= this.config.recoveryPointCheckpointIntervalMs) {
+      this.requestCheckpoint();
+    }
+  }
+
+  private async failOnError(operation: Promise<void>): Promise<void> {
+    try {
+      await operation;
+    } catch (error) {
+      this.fail(error);
+      throw this.failure;
+    }
+  }
+
+  private fail(error: unknown): void {
+    if (this.failure !== undefined) return;
+    this.failure =
+      error instanceof FatalError ? error : new FatalError(`partition log ${this.dir} failed: ${messageOf(error)}`, { cause: error });
+    for (let i = this.ioHead; i < this.ioQueue.length; i++) this.ioQueue[i]?.done.reject(this.failure);
+    this.ioQueue = [];
+    this.ioHead = 0;
+    this.notify();
+  }
+
+  private notify(): void {
+    for (const listener of this.listeners) {
+      try {
+        listener();
+      } catch (error) {
+        // A listener's bug must not break the writer; surface it as an uncaught error instead.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  private assertWritable(): void {
+    if (this.failure !== undefined) throw this.failure;
+    if (this.closing || this.closed) throw new Error(`partition log ${this.dir} is closed`);
+  }
+
+  // ---- checkpoint ---------------------------------------------------------------------------------
+
+  /** A checkpoint write in the background; its failure fails the log (see the constructor). */
+  private requestCheckpoint(): void {
+    this.checkpointer.request().catch(() => undefined);
+  }
+
+  private async runCheckpoint(): Promise<void> {
+    this.lastCheckpointMonotonicMs = this.clock.monotonicMs();
+    await saveLogCheckpoint(this.fs, this.checkpointPath, {
+      logStartOffset: this.logStart,
+      recoveryPoint: this.durableEnd,
+      cleanShutdown: null,
+    });
+  }
+
+  // ---- file handles and index caches ----------------------------------------------------------------
+
+  private async acquire(segment: Segment): Promise<FileHandle> {
+    segment.refs++;
+    try {
+      if (segment.handle !== undefined) {
+        // Least recently used first: move a reused inactive handle to the end.
+        const at = this.openInactive.indexOf(segment);
+        if (at >= 0 && at < this.openInactive.length - 1) {
+          this.openInactive.splice(at, 1);
+          this.openInactive.push(segment);
+        }
+        return segment.handle;
+      }
+      segment.opening ??= this.fs.open(segment.logPath, "r").then(
+        (handle) => {
+          segment.handle = handle;
+          segment.opening = undefined;
+          this.openInactive.push(segment);
+          return handle;
+        },
+        (error: unknown) => {
+          segment.opening = undefined;
+          throw error;
+        },
+      );
+      return await segment.opening;
+    } catch (error) {
+      segment.refs--;
+      throw error;
+    }
+  }
+
+  private release(segment: Segment): void {
+    segment.refs--;
+    if (segment.refs > 0) return;
+    if (segment.retired) this.trackDeletion(this.destroy(segment));
+    else this.evictHandles();
+  }
+
+  /** Closes the least recently used idle handles of inactive segments beyond the limit. */
+  private evictHandles(): void {
+    let excess = this.openInactive.length - OPEN_INACTIVE_HANDLES_MAX;
+    for (let i = 0; i < this.openInactive.length && excess > 0; ) {
+      const segment = this.openInactive[i]!;
+      if (segment.refs === 0 && !segment.pinned && segment.handle !== undefined) {
+        const handle = segment.handle;
+        segment.handle = undefined;
+        this.openInactive.splice(i, 1);
+        excess--;
+        handle.close().catch(() => undefined);
+      } else {
+        i++;
+      }
+    }
+  }
+
+  private cacheIndex(segment: Segment): void {
+    const at = this.cachedIndexes.indexOf(segment);
+    if (at >= 0) this.cachedIndexes.splice(at, 1);
+    this.cachedIndexes.push(segment);
+    for (let i = 0; i < this.cachedIndexes.length && this.cachedIndexes.length > CACHED_INACTIVE_INDEXES_MAX; ) {
+      const cached = this.cachedIndexes[i]!;
+      if (cached.pinned) {
+        i++;
+      } else {
+        cached.offsetIndex = undefined;
+        this.cachedIndexes.splice(i, 1);
+      }
+    }
+  }
+
+  /** The offset index of `segment`, loaded (and checked, or rebuilt) for an inactive one. */
+  private async offsetIndexOf(segment: Segment): Promise<OffsetIndex> {
+    while (segment.offsetIndex === undefined) {
+      segment.indexLoading ??= this.loadIndexes(segment).finally(() => (segment.indexLoading = undefined));
+      await segment.indexLoading;
+    }
+    if (segment !== this.active) this.cacheIndex(segment);
+    return segment.offsetIndex;
+  }
+
+  private async loadIndexes(segment: Segment): Promise<void> {
+    const span = segment.endOffset - segment.baseOffset;
+    const bytes = await this.readIfExists(segment.indexPath);
+    const decoded = bytes === undefined ? "missing" : OffsetIndex.decode(bytes, segment.sizeBytes, span);
+    if (typeof decoded === "string") {
+      await this.rebuildIndexes(segment, true);
+      return;
+    }
+    segment.offsetIndex = decoded;
+  }
+
+  /** The time index of an inactive segment (never cached), or the active one's. */
+  private async timeIndexOf(segment: Segment): Promise<TimeIndex> {
+    if (segment.timeIndex !== undefined) return segment.timeIndex;
+    const bytes = await this.readIfExists(segment.timeIndexPath);
+    const decoded = bytes === undefined ? "missing" : TimeIndex.decode(bytes, segment.endOffset - segment.baseOffset);
+    if (typeof decoded !== "string") return decoded;
+    const rebuilt = await this.rebuildIndexes(segment, false);
+    return rebuilt.timeIndex;
+  }
+
+  /** Max timestamp of a segment: in memory for the active one, the last time index entry otherwise. */
+  private async maxTimestampOf(segment: Segment): Promise<number> {
+    if (segment.maxTimestampMs === undefined) {
+      const timeIndex = await this.timeIndexOf(segment);
+      const last = timeIndex.entries - 1;
+      segment.maxTimestampMs = last >= 0 ? timeIndex.timestampAt(last) : -1;
+      segment.offsetOfMaxTimestamp = last >= 0 ? segment.baseOffset + timeIndex.relOffsetAt(last) : -1;
+    }
+    return segment.maxTimestampMs;
+  }
+
+  private async readIfExists(path: string): Promise<Uint8Array | undefined> {
+    const stat = await this.fs.stat(path);
+    if (stat === undefined || stat.isDirectory) return undefined;
+    return this.fs.readFile(path);
+  }
+
+  /**
+   * Rebuilds both index files of an inactive segment from its log (every batch checked: it is not the
+   * last segment, so any bad batch is corruption) and writes them atomically.
+   */
+  private async rebuildIndexes(segment: Segment, keepOffsetIndex: boolean): Promise<{ timeIndex: TimeIndex }> {
+    const scratch = new Segment(this.dir, segment.baseOffset, segment.createdMs);
+    const handle = await this.acquire(segment);
+    try {
+      const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes));
+      if (result.bad !== undefined) {
+        throw new CorruptStateError(segment.logPath, `${result.bad.reason} at position ${result.bad.position} (offset ${result.bad.expectedOffset})`);
+      }
+      if (result.endOffset !== segment.endOffset) {
+        throw new CorruptStateError(segment.logPath, `holds offsets up to ${result.endOffset - 1} but the next segment starts at ${segment.endOffset}`);
+      }
+    } finally {
+      this.release(segment);
+    }
+    const timeIndex = scratch.timeIndex!;
+    scratch.finalizeTimeIndex(timeIndex);
+    await Promise.all([
+      writeFileAtomic(this.fs, segment.indexPath, scratch.offsetIndex!.encode()),
+      writeFileAtomic(this.fs, segment.timeIndexPath, timeIndex.encode()),
+    ]);
+    this.recoveryReport.rebuiltIndexes.push(segment.indexPath, segment.timeIndexPath);
+    if (keepOffsetIndex) segment.offsetIndex = scratch.offsetIndex;
+    segment.maxTimestampMs = scratch.maxTimestampMs;
+    segment.offsetOfMaxTimestamp = scratch.offsetOfMaxTimestamp;
+    return { timeIndex };
+  }
+
+  // ---- read ---------------------------------------------------------------------------------------
+
+  /**
+   * Reads whole batches starting with the one that contains `fetchOffset`, up to `maxBytes` (the first
+   * batch is returned even when larger if `minOneBatch`), from one segment, never past writtenEndOffset
+   * or `upToOffset`. The bytes are returned exactly as stored.
+   */
+  async read(fetchOffset: number, maxBytes: number, options: ReadOptions = {}): Promise<ReadResult> {
+    this.assertReadable();
+    if (fetchOffset < this.logStart || fetchOffset > this.logEnd) {
+      return { kind: "offset-out-of-range", logStartOffset: this.logStart, logEndOffset: this.logEnd };
+    }
+    const limitOffset = Math.min(options.upToOffset ?? Number.POSITIVE_INFINITY, this.writtenEnd);
+    if (fetchOffset >= limitOffset) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+    const segment = this.segmentFor(fetchOffset);
+    this.inflightReads++;
+    try {
+      return await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false);
+    } finally {
+      this.endRead();
+    }
+  }
+
+  private async readSegment(segment: Segment, fetchOffset: number, limitOffset: number, maxBytes: number, minOneBatch: boolean): Promise<ReadResult> {
+    const handle = await this.acquire(segment);
+    try {
+      const limitBytes = segment.writtenBytes;
+      const cursor = new ReadCursor(handle, limitBytes, this.config.indexIntervalBytes + maxBytes + BATCH_HEADER_BYTES);
+      const start = await this.locate(segment, cursor, fetchOffset, (base, last) => last >= fetchOffset && base >= 0);
+      if (start === undefined) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+
+      let end = start;
+      let total = 0;
+      let firstOffset = -1;
+      let lastIncluded = -1;
+      for (;;) {
+        const at = await cursor.ensure(end, BATCH_HEADER_BYTES);
+        if (at < 0) break;
+        const buf = cursor.buffer;
+        const base = baseOffsetAt(buf, at);
+        const size = batchSizeAt(buf, at);
+        const last = base + lastOffsetDeltaAt(buf, at);
+        if (size < BATCH_HEADER_BYTES || end + size > limitBytes) {
+          throw new CorruptStateError(segment.logPath, `batch at position ${end} has length ${size} beyond the written data`);
+        }
+        if (last >= limitOffset) break;
+        if (total + size > maxBytes && !(total === 0 && minOneBatch)) break;
+        if (firstOffset < 0) firstOffset = base;
+        total += size;
+        end += size;
+        lastIncluded = last;
+        if (total >= maxBytes) break;
+      }
+      if (total === 0) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+      const bytes = await cursor.slice(start, end);
+      this.rememberPosition(lastIncluded + 1, segment, end);
+      return { kind: "records", bytes, firstOffset, nextOffset: lastIncluded + 1 };
+    } finally {
+      this.release(segment);
+    }
+  }
+
+  /**
+   * Finds the position of the first batch of `segment` (from the best starting point the read-position
+   * cache or the offset index gives for `targetOffset`) for which `wanted(baseOffset, lastOffset, at)`
+   * holds; undefined when no written batch does. The starting point is checked against the batch header
+   * found there, so an unsound index is detected (and rebuilt) rather than trusted.
+   */
+  private async locate(
+    segment: Segment,
+    cursor: ReadCursor,
+    targetOffset: number,
+    wanted: (baseOffset: number, lastOffset: number, at: number) => boolean,
+  ): Promise<number | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      let position = 0;
+      let expectedBase = segment.baseOffset;
+      const remembered = this.readPositions.get(targetOffset);
+      if (remembered !== undefined && remembered.segment === segment && remembered.position <= cursor.limitBytes) {
+        position = remembered.position;
+        expectedBase = targetOffset;
+      } else {
+        const index = await this.offsetIndexOf(segment);
+        const i = index.floor(targetOffset - segment.baseOffset);
+        if (i >= 0) {
+          position = index.positionAt(i);
+          expectedBase = segment.baseOffset + index.relOffsetAt(i);
+        }
+      }
+      let first = true;
+      for (;;) {
+        const at = await cursor.ensure(position, BATCH_HEADER_BYTES);
+        if (at < 0) return undefined;
+        const buf = cursor.buffer;
+        const base = baseOffsetAt(buf, at);
+        const size = batchSizeAt(buf, at);
+        if (first && base !== expectedBase) break;
+        first = false;
+        if (size < BATCH_HEADER_BYTES) {
+          throw new CorruptStateError(segment.logPath, `batch at position ${position} has invalid length ${size}`);
+        }
+        if (wanted(base, base + lastOffsetDeltaAt(buf, at), at)) return position;
+        position += size;
+      }
+      // The starting point was wrong: forget it, rebuild the index if it came from there, and retry.
+      this.readPositions.delete(targetOffset);
+      if (attempt > 0 || segment === this.active) {
+        throw new CorruptStateError(segment.logPath, `no batch starts with offset ${expectedBase} at position ${position}`);
+      }
+      if (remembered === undefined || remembered.segment !== segment) {
+        segment.offsetIndex = undefined;
+        await this.rebuildIndexes(segment, true);
+      }
+    }
+  }
+
+  private rememberPosition(offset: number, segment: Segment, position: number): void {
+    this.readPositions.delete(offset);
+    this.readPositions.set(offset, { segment, position });
+    if (this.readPositions.size > READ_POSITION_CACHE_MAX) {
+      this.readPositions.delete(this.readPositions.keys().next().value!);
+    }
+  }
+
+  private segmentFor(offset: number): Segment {
+    const segments = this.segments;
+    let lo = 0;
+    let hi = segments.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if (segments[mid]!.baseOffset <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return segments[lo]!;
+  }
+
+  private assertReadable(): void {
+    if (this.closed || this.closing) throw new Error(`partition log ${this.dir} is closed`);
+  }
+
+  private endRead(): void {
+    this.inflightReads--;
+    if (this.inflightReads === 0 && this.readsDrained !== undefined) this.readsDrained();
+  }
+
+  // ---- timestamps ---------------------------------------------------------------------------------
+
+  /**
+   * ListOffsets by timestamp: the first offset (at or after the log start) of a record whose timestamp
+   * is >= `timestampMs`, with that record's timestamp. Batches are found through the time index; inside
+   * an uncompressed CreateTime batch the records are walked for the exact record. For a compressed batch
+   * the answer is the batch's base offset and max timestamp (records are never decompressed here), which
+   * may be a few records early: a consumer seeking there still sees every matching record.
+   */
+  async offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
+    this.assertReadable();
+    this.inflightReads++;
+    try {
+      for (const segment of [...this.segments]) {
+        if (segment.endOffset <= this.logStart || segment.retired || segment.writtenBytes === 0) continue;
+        if ((await this.maxTimestampOf(segment)) < timestampMs) continue;
+        const found = await this.searchTimestamp(segment, timestampMs);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    } finally {
+      this.endRead();
+    }
+  }
+
+  /** ListOffsets MAX_TIMESTAMP: the first record with the largest timestamp in the log. */
+  async maxTimestampOffset(): Promise<TimestampAndOffset | undefined> {
+    this.assertReadable();
+    this.inflightReads++;
+    try {
+      let best: Segment | undefined;
+      let bestMs = -1;
+      for (const segment of [...this.segments]) {
+        if (segment.endOffset <= this.logStart || segment.retired || segment.writtenBytes === 0) continue;
+        const ms = await this.maxTimestampOf(segment);
+        if (ms > bestMs) {
+          best = segment;
+          bestMs = ms;
+        }
+      }
+      if (best === undefined) return undefined;
+      return await this.searchTimestamp(best, bestMs);
+    } finally {
+      this.endRead();
+    }
+  }
+
+  private async searchTimestamp(segment: Segment, timestampMs: number): Promise<TimestampAndOffset | undefined> {
+    const timeIndex = await this.timeIndexOf(segment);
+    const entry = timeIndex.floor(timestampMs);
+    const fromOffset = Math.max(entry >= 0 ? segment.baseOffset + timeIndex.relOffsetAt(entry) : segment.baseOffset, this.logStart);
+    const logStart = this.logStart;
+    const handle = await this.acquire(segment);
+    try {
+      const cursor = new ReadCursor(handle, segment.writtenBytes, 2 * this.config.indexIntervalBytes + BATCH_HEADER_BYTES);
+      let position = await this.locate(segment, cursor, fromOffset, (_base, last, at) => last >= logStart && maxTimestampAt(cursor.buffer, at) >= timestampMs);
+      while (position !== undefined) {
+        const at = await cursor.ensure(position, BATCH_HEADER_BYTES);
+        const buf = cursor.buffer;
+        const base = baseOffsetAt(buf, at);
+        const size = batchSizeAt(buf, at);
+        const attributes = attributesAt(buf, at);
+        const batchMaxMs = maxTimestampAt(buf, at);
+        if (attributes & TIMESTAMP_TYPE_BIT || (attributes & COMPRESSION_CODEC_MASK) !== 0) {
+          return { offset: Math.max(base, logStart), timestampMs: batchMaxMs };
+        }
+        const batch = await cursor.slice(position, position + size);
+        let found: TimestampAndOffset | undefined;
+        findRecordInUncompressedBatch(batch, 0, (offset, recordMs) => {
+          if (offset >= logStart && recordMs >= timestampMs) found = { offset, timestampMs: recordMs };
+          return found !== undefined;
+        });
+        if (found !== undefined) return found;
+        // The max timestamp promised a match the records do not hold; keep looking in later batches.
+        position += size;
+        let next: number | undefined;
+        for (;;) {
+          const a = await cursor.ensure(position, BATCH_HEADER_BYTES);
+          if (a < 0) break;
+          if (maxTimestampAt(cursor.buffer, a) >= timestampMs) {
+            next = position;
+            break;
+          }
+          position += batchSizeAt(cursor.buffer, a);
+        }
+        position = next;
+      }
+      return undefined;
+    } finally {
+      this.release(segment);
+    }
+  }
+
+  // ---- retention and DeleteRecords ----------------------------------------------------------------
+
+  /**
+   * Moves the log start offset to `offset` (DeleteRecords) and makes it durable before answering. The
+   * offset may not pass durableEndOffset. Whole segments below the new start go at the next retention.
+   */
+  async deleteRecordsBefore(offset: number): Promise<DeleteRecordsResult> {
+    this.assertWritable();
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset > this.durableEnd) {
+      return { kind: "offset-out-of-range", logStartOffset: this.logStart, durableEndOffset: this.durableEnd };
+    }
+    if (offset > this.logStart) {
+      this.logStart = offset;
+      this.notify();
+      await this.checkpointer.request();
+    }
+    return { kind: "ok", logStartOffset: this.logStart };
+  }
+
+  /**
+   * Deletes whole segments from the front of the log that are below the log start offset, older than
+   * retention.ms (by their newest timestamp, or file mtime when they carry none) or beyond
+   * retention.bytes; never data that is not durable yet. Deletes at most a few segments per call
+   * (`more` says whether to call again). When every segment qualifies, the active one is rolled first
+   * so that the log keeps a segment at its end offset.
+   */
+  async enforceRetention(nowMs: number): Promise<RetentionResult> {
+    this.assertWritable();
+    // One retention pass at a time: each decides from the segment list the previous one left.
+    const previous = this.retention;
+    const run = previous.catch(() => undefined).then(() => this.runRetention(nowMs));
+    this.retention = run;
+    return run;
+  }
+
+  private async runRetention(nowMs: number): Promise<RetentionResult> {
+    this.assertWritable();
+    if (this.deletionError !== undefined) {
+      const error = this.deletionError;
+      this.deletionError = undefined;
+      throw error;
+    }
+    // Each doomed segment with the end offset it had when judged: appends made during the awaits below
+    // must not be deleted with it.
+    const doomed: { segment: Segment; endOffset: number }[] = [];
+    let remainingBytes = this.totalBytes;
+    let more = false;
+    for (let i = 0; i < this.segments.length; i++) {
+      const segment = this.segments[i]!;
+      const isLast = i === this.segments.length - 1;
+      const upperOffset = isLast ? this.logEnd : this.segments[i + 1]!.baseOffset;
+      if (upperOffset > this.durableEnd || (isLast && segment.sizeBytes === 0)) break;
+      let expired = upperOffset <= this.logStart;
+      if (!expired && this.config.retentionBytes >= 0 && remainingBytes - segment.sizeBytes >= this.config.retentionBytes) expired = true;
+      if (!expired && this.config.retentionMs >= 0) {
+        let newestMs = await this.maxTimestampOf(segment);
+        if (newestMs < 0) newestMs = (await this.fs.stat(segment.logPath))?.mtimeMs ?? nowMs;
+        expired = nowMs - newestMs > this.config.retentionMs;
+      }
+      if (!expired) break;
+      if (doomed.length === RETENTION_SEGMENTS_PER_CALL) {
+        more = true;
+        break;
+      }
+      doomed.push({ segment, endOffset: upperOffset });
+      remainingBytes -= segment.sizeBytes;
+    }
+    this.assertWritable();
+    const last = doomed.at(-1);
+    if (last !== undefined && last.segment === this.active) {
+      if (last.segment.endOffset === last.endOffset && this.durableEnd >= this.logEnd) {
+        // The log always keeps a segment at its end. Awaiting the roll also makes the new segment's
+        // file durable before the old ones go.
+        this.roll(this.clock.nowMs());
+        await this.tail;
+      } else {
+        doomed.pop();
+      }
+    }
+    const started: Promise<void>[] = [];
+    let deletedSegments = 0;
+    for (const { segment, endOffset } of doomed) {
+      if (this.segments[0] !== segment || segment === this.active || segment.endOffset !== endOffset) break;
+      deletedSegments++;
+      this.segments.shift();
+      this.totalBytes -= segment.sizeBytes;
+      this.logStart = Math.max(this.logStart, segment.endOffset);
+      segment.retired = true;
+      const cached = this.cachedIndexes.indexOf(segment);
+      if (cached >= 0) this.cachedIndexes.splice(cached, 1);
+      if (segment.refs === 0) started.push(this.trackDeletion(this.destroy(segment)));
+    }
+    this.notify();
+    await Promise.all(started);
+    await fsyncDirOrDie(this.fs, this.dir, "after deleting segments");
+    return { deletedSegments, logStartOffset: this.logStart, more };
+  }
+
+  private trackDeletion(deletion: Promise<void>): Promise<void> {
+    const tracked = deletion.catch((error: unknown) => {
+      this.deletionError ??= error;
+    });
+    this.deletions.add(tracked);
+    void tracked.finally(() => this.deletions.delete(tracked));
+    return deletion;
+  }
+
+  /** Closes and unlinks a retired segment's files (log first, so a crash leaves orphans, not gaps). */
+  private async destroy(segment: Segment): Promise<void> {
+    const handle = segment.handle;
+    segment.handle = undefined;
+    const open = this.openInactive.indexOf(segment);
+    if (open >= 0) this.openInactive.splice(open, 1);
+    if (handle !== undefined) await handle.close().catch(() => undefined);
+    for (const path of [segment.logPath, segment.indexPath, segment.timeIndexPath]) {
+      await this.fs.unlink(path).catch((error: unknown) => {
+        if ((error as { code?: string }).code !== "ENOENT") throw error;
+      });
+    }
+  }
+
+  // ---- close ----------------------------------------------------------------------------------------
+
+  /**
+   * Writes everything out, makes it durable, writes the active segment's index files and a clean
+   * shutdown checkpoint, and closes every file. A failed log only closes its files.
+   */
+  async close(): Promise<void> {
+    if (this.closing || this.closed) return;
+    this.closing = true;
+    try {
+      if (this.inflightReads > 0) await new Promise<void>((resolve) => (this.readsDrained = resolve));
+      await this.retention.catch(() => undefined);
+      await Promise.all([...this.deletions]);
+      if (this.failure === undefined) {
+        await this.tail.catch(() => undefined);
+        if (this.durableEnd < this.logEnd) await this.flusher.request();
+        await this.checkpointer.idle();
+        if (this.failure !== undefined) throw this.failure;
+        const active = this.active;
+        const timeIndex = active.timeIndex!;
+        active.finalizeTimeIndex(timeIndex);
+        await Promise.all([
+          writeFileAtomic(this.fs, active.indexPath, active.offsetIndex!.encode()),
+          writeFileAtomic(this.fs, active.timeIndexPath, timeIndex.encode()),
+        ]);
+        await saveLogCheckpoint(this.fs, this.checkpointPath, {
+          logStartOffset: this.logStart,
+          recoveryPoint: this.logEnd,
+          cleanShutdown: { lastSegmentBaseOffset: active.baseOffset, lastSegmentBytes: active.sizeBytes },
+        });
+      }
+    } finally {
+      this.closed = true;
+      await this.closeHandles();
+    }
+  }
+
+  private async closeHandles(): Promise<void> {
+    const handles = this.segments.map((s) => s.handle).filter((h): h is FileHandle => h !== undefined);
+    for (const segment of this.segments) segment.handle = undefined;
+    this.openInactive.length = 0;
+    await Promise.all(handles.map((h) => h.close().catch(() => undefined)));
+  }
+
+  // ---- recovery -------------------------------------------------------------------------------------
+
+  private async recover(): Promise<void> {
+    const fs = this.fs;
+    const report = this.recoveryReport;
+    await ensureDir(fs, this.dir);
+    report.removedFiles.push(...(await cleanTmpFiles(fs, this.dir)));
+    const names = await fs.readdir(this.dir);
+    const logBases: number[] = [];
+    const indexFiles = new Set<string>();
+    for (const name of names) {
+      const match = SEGMENT_FILE_NAME.exec(name);
+      if (match === null) continue;
+      if (match[2] === "log") logBases.push(Number(match[1]));
+      else indexFiles.add(name);
+    }
+    logBases.sort((a, b) => a - b);
+    const logNames = new Set(logBases.map((b) => `${String(b).padStart(20, "0")}.log`));
+    for (const name of indexFiles) {
+      if (!logNames.has(name.replace(/\.(index|timeindex)$/, ".log"))) {
+        await fs.unlink(join(this.dir, name));
+        report.removedFiles.push(name);
+      }
+    }
+
+    const checkpoint = await loadLogCheckpoint(fs, this.checkpointPath);
+    const nowMs = this.clock.nowMs();
+    if (logBases.length === 0) {
+      if (checkpoint !== undefined) {
+        throw new CorruptStateError(this.dir, `no segment files, but ${LOG_CHECKPOINT_FILE} says offsets below ${checkpoint.recoveryPoint} were durable`);
+      }
+      const segment = new Segment(this.dir, 0, nowMs);
+      segment.resetIndexes();
+      segment.pinned = true;
+      segment.handle = await fs.open(segment.logPath, "rw");
+      await fsyncDirOrDie(fs, this.dir, `after creating ${segment.logPath}`);
+      this.segments = [segment];
+      return;
+    }
+
+    const recoveryPoint = checkpoint?.recoveryPoint ?? 0;
+    let changed = checkpoint === undefined;
+    for (let i = 0; i < logBases.length; i++) {
+      const base = logBases[i]!;
+      const segment = new Segment(this.dir, base, nowMs);
+      this.segments.push(segment);
+      const isLast = i === logBases.length - 1;
+      if (!isLast) {
+        segment.endOffset = logBases[i + 1]!;
+        segment.sizeBytes = segment.writtenBytes = (await fs.stat(segment.logPath))?.size ?? 0;
+        segment.maxTimestampMs = undefined;
+        const hasIndexes = indexFiles.has(segmentFileNameOf(base, "index")) && indexFiles.has(segmentFileNameOf(base, "timeindex"));
+        if (segment.endOffset > recoveryPoint || !hasIndexes) {
+          // Rebuilding scans every batch and refuses any bad one: this segment is not the last.
+          await this.rebuildIndexes(segment, false);
+          report.scannedSegments.push(segment.logName);
+          changed = true;
+        }
+        this.totalBytes += segment.sizeBytes;
+        continue;
+      }
+      segment.pinned = true;
+      segment.handle = await fs.open(segment.logPath, "rw");
+      const fileBytes = await segment.handle.size();
+      const clean = checkpoint?.cleanShutdown;
+      const trusted =
+        clean !== null &&
+        clean !== undefined &&
+        clean.lastSegmentBaseOffset === base &&
+        clean.lastSegmentBytes === fileBytes &&
+        recoveryPoint >= base &&
+        (await this.loadActiveIndexes(segment, fileBytes, recoveryPoint));
+      if (trusted) {
+        report.cleanShutdown = true;
+        segment.sizeBytes = segment.writtenBytes = fileBytes;
+        segment.endOffset = recoveryPoint;
+        segment.bytesSinceIndexEntry = fileBytes - segment.offsetIndex!.lastPosition;
+      } else {
+        await this.recoverLastSegment(segment, fileBytes, recoveryPoint);
+        changed = true;
+      }
+      this.totalBytes += segment.sizeBytes;
+    }
+
+    const active = this.active;
+    this.logEnd = this.writtenEnd = this.durableEnd = active.endOffset;
+    this.logStart = Math.max(checkpoint?.logStartOffset ?? 0, this.segments[0]!.baseOffset);
+    if (this.logEnd < recoveryPoint) {
+      throw new CorruptStateError(
+        active.logPath,
+        `the log ends at offset ${this.logEnd}, but offsets below ${recoveryPoint} were durable (${LOG_CHECKPOINT_FILE})`,
+      );
+    }
+    if (this.logStart > this.logEnd) {
+      throw new CorruptStateError(active.logPath, `the log ends at offset ${this.logEnd}, below its log start offset ${this.logStart}`);
+    }
+    if (changed) {
+      const next: LogCheckpoint = { logStartOffset: this.logStart, recoveryPoint: this.logEnd, cleanShutdown: null };
+      await saveLogCheckpoint(fs, this.checkpointPath, next);
+      this.lastCheckpointMonotonicMs = this.clock.monotonicMs();
+    }
+  }
+
+  /**
+   * Loads the index files of the last segment after a clean shutdown. False (scan instead) when either
+   * is missing or unsound.
+   */
+  private async loadActiveIndexes(segment: Segment, fileBytes: number, endOffset: number): Promise<boolean> {
+    const span = endOffset - segment.baseOffset;
+    const indexBytes = await this.readIfExists(segment.indexPath);
+    const timeBytes = await this.readIfExists(segment.timeIndexPath);
+    if (indexBytes === undefined || timeBytes === undefined) return false;
+    const offsetIndex = OffsetIndex.decode(indexBytes, fileBytes, span);
+    const timeIndex = TimeIndex.decode(timeBytes, span);
+    if (typeof offsetIndex === "string" || typeof timeIndex === "string") return false;
+    segment.offsetIndex = offsetIndex;
+    segment.timeIndex = timeIndex;
+    const last = timeIndex.entries - 1;
+    segment.maxTimestampMs = last >= 0 ? timeIndex.timestampAt(last) : -1;
+    segment.offsetOfMaxTimestamp = last >= 0 ? segment.baseOffset + timeIndex.relOffsetAt(last) : -1;
+    return true;
+  }
+
+  /** Scans the last segment, truncates a torn tail, and makes what remains durable. */
+  private async recoverLastSegment(segment: Segment, fileBytes: number, recoveryPoint: number): Promise<void> {
+    const handle = segment.handle!;
+    const result = await scanSegment(handle, fileBytes, segment.baseOffset, indexingVisitor(segment, this.config.indexIntervalBytes));
+    this.recoveryReport.scannedSegments.push(segment.logName);
+    const bad = result.bad;
+    if (bad !== undefined) {
+      const where = `${bad.reason} at position ${bad.position} (offset ${bad.expectedOffset})`;
+      if (bad.expectedOffset < recoveryPoint) {
+        throw new CorruptStateError(segment.logPath, `${where}, below the recovery point ${recoveryPoint}: flushed data is damaged`);
+      }
+      if (bad.followedByValidBatch) {
+        throw new CorruptStateError(segment.logPath, `${where} is followed by a valid batch: damage inside the log, not a torn tail`);
+      }
+      await handle.truncate(result.validBytes);
+      this.recoveryReport.truncated = { file: segment.logName, position: bad.position, bytes: fileBytes - result.validBytes, reason: bad.reason };
+    }
+    // What the scan read may have been only in the page cache of the process that crashed; fsync so
+    // that everything below the new end offset is durable from now on.
+    try {
+      await handle.fsync();
+    } catch (error) {
+      throw new FatalError(`fsync of ${segment.logPath} failed during recovery`, { cause: error });
+    }
+    segment.sizeBytes = segment.writtenBytes = result.validBytes;
+    segment.endOffset = result.endOffset;
+  }
+}
+
+function segmentFileNameOf(baseOffset: number, extension: "index" | "timeindex"): string {
+  return `${String(baseOffset).padStart(20, "0")}.${extension}`;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A read-ahead window over one segment file, bounded by the bytes readers may see. */
+class ReadCursor {
+  buffer: Uint8Array = EMPTY;
+  private bufferStart = 0;
+
+  constructor(
+    private readonly handle: FileHandle,
+    readonly limitBytes: number,
+    private readonly readAheadBytes: number,
+  ) {}
+
+  /** Makes [position, position + length) available; returns its index in `buffer`, -1 past the limit. */
+  async ensure(position: number, length: number): Promise<number> {
+    if (position >= this.bufferStart && position + length <= this.bufferStart + this.buffer.length) return position - this.bufferStart;
+    if (position + length > this.limitBytes) return -1;
+    const want = Math.min(this.limitBytes - position, Math.max(length, this.readAheadBytes));
+    const bytes = await this.handle.read(want, position);
+    if (bytes.length < length) throw new FatalError(`segment file shorter than its written size: read ${bytes.length} of ${want} bytes at ${position}`);
+    this.buffer = bytes;
+    this.bufferStart = position;
+    return 0;
+  }
+
+  /** Bytes [from, to): a view of the window when it holds them, one read otherwise. */
+  async slice(from: number, to: number): Promise<Uint8Array> {
+    if (from >= this.bufferStart && to <= this.bufferStart + this.buffer.length) {
+      return this.buffer.subarray(from - this.bufferStart, to - this.bufferStart);
+    }
+    const bytes = await this.handle.read(to - from, from);
+    if (bytes.length < to - from) throw new FatalError(`segment file shorter than its written size at ${from}`);
+    return bytes;
+  }
+}
