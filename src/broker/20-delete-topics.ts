@@ -51,7 +51,9 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
             target.name === null ? "This server does not host this topic ID." : "This server does not host this topic-partition.",
           );
         } else {
-          const deleted = await topics.delete(topic.name);
+          // Close the partitions first, and keep them closed: their directories are renamed away by the delete.
+          await services.partitions.closeTopic(topic.name);
+          const deleted = await topics.delete(topic.name).finally(() => services.partitions.topicDeleted(topic.name));
           if (deleted.ok) {
             services.log.info("deleted topic", { topic: topic.name, topicId: topic.topicId });
             answer(ErrorCode.NONE, null);

@@ -10,11 +10,17 @@ import type { Logger } from "../platform/logger.ts";
 import { ensureDir } from "../storage/atomic-file.ts";
 import { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import { loadOrCreateClusterMeta } from "../storage/cluster-meta.ts";
+import { ProducerIdStore } from "../storage/producer-id-store.ts";
 import { TopicStore } from "../storage/topic-store.ts";
+import { produceHandler } from "./00-produce.ts";
+import { fetchHandler } from "./01-fetch.ts";
+import { listOffsetsHandler } from "./02-list-offsets.ts";
 import { metadataHandler } from "./03-metadata.ts";
 import { apiVersionsHandler } from "./18-api-versions.ts";
 import { createTopicsHandler } from "./19-create-topics.ts";
 import { deleteTopicsHandler } from "./20-delete-topics.ts";
+import { deleteRecordsHandler } from "./21-delete-records.ts";
+import { initProducerIdHandler } from "./22-init-producer-id.ts";
 import { describeConfigsHandler } from "./32-describe-configs.ts";
 import { createPartitionsHandler } from "./37-create-partitions.ts";
 import { incrementalAlterConfigsHandler } from "./44-incremental-alter-configs.ts";
@@ -22,6 +28,7 @@ import { describeClusterHandler } from "./60-describe-cluster.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import type { ConnectionInfo } from "./handler.ts";
+import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -31,6 +38,10 @@ export interface BrokerDeps {
   clock: Clock;
   log: Logger;
   observer?: RequestObserver;
+  /** Background maintenance (retention, snapshots); tests may shorten or disable it. */
+  maintenance?: PartitionManagerOptions | false;
+  /** Told how many partitions are recovered at start-up, as they are. */
+  onRecoveryProgress?: (done: number, total: number) => void;
 }
 
 export interface Broker {
@@ -56,6 +67,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   });
   // Dynamic broker-level topic defaults (IncrementalAlterConfigs) override the static ones from here on.
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
+  const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
+  const partitions = new PartitionManager(fs, clock, log, config, topics);
+  await partitions.openAll(deps.onRecoveryProgress);
+  if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
   const ownership = new SingleBrokerOwnership(
     config.brokerId,
     config.advertisedHost ?? config.listenHost,
@@ -70,14 +85,21 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ownership,
     topics,
     brokerConfigs,
+    partitions,
+    producerIds,
   };
 
   const registry = new HandlerRegistry();
   registry
+    .register(produceHandler(services))
+    .register(fetchHandler(services))
+    .register(listOffsetsHandler(services))
     .register(metadataHandler(services))
     .register(apiVersionsHandler(registry))
     .register(createTopicsHandler(services))
     .register(deleteTopicsHandler(services))
+    .register(deleteRecordsHandler(services))
+    .register(initProducerIdHandler(services))
     .register(describeConfigsHandler(services))
     .register(createPartitionsHandler(services))
     .register(incrementalAlterConfigsHandler(services))
@@ -94,7 +116,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     services,
     registry,
     async close() {
-      // Nothing buffered yet: topic changes are durable before they are answered.
+      // Topic and config changes are durable before they are answered; the logs flush and write their
+      // producer-state snapshots as they close.
+      await partitions.close();
     },
   };
 }

@@ -7,8 +7,10 @@ import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
+import type { ProducerIdStore } from "../storage/producer-id-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
+import type { PartitionManager } from "./partitions.ts";
 
 export interface BrokerServices {
   config: BrokerConfig;
@@ -20,6 +22,10 @@ export interface BrokerServices {
   topics: TopicStore;
   /** Dynamic broker configs; their effective topic defaults are mirrored in config.topicConfigDefaults. */
   brokerConfigs: BrokerConfigStore;
+  /** The partitions this broker leads: logs and producer state. */
+  partitions: PartitionManager;
+  /** Cluster-unique producer ids (InitProducerId). */
+  producerIds: ProducerIdStore;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

@@ -215,7 +215,7 @@ function validateConfig(config: LogConfig): Required<LogConfig> {
 }
 
 export class PartitionLog {
-  private readonly config: Required<LogConfig>;
+  private config: Required<LogConfig>;
   private readonly checkpointPath: string;
   /** Ordered by base offset; the last one is the active segment. Never empty. */
   private segments: Segment[] = [];
@@ -266,6 +266,14 @@ export class PartitionLog {
     this.flusher = new GroupCommit(() => this.failOnError(this.runFlush()));
     this.checkpointer = new GroupCommit(() => this.failOnError(this.runCheckpoint()));
     this.lastCheckpointMonotonicMs = clock.monotonicMs();
+  }
+
+  /**
+   * Applies changed topic configs (retention, segment size and age). Takes effect at the next append,
+   * roll or retention pass; nothing already written is rewritten.
+   */
+  updateConfig(config: LogConfig): void {
+    this.config = validateConfig(config);
   }
 
   /** Opens (creating if needed) the log in `dir` and recovers it; see the file comment. */

@@ -1,0 +1,125 @@
+/**
+ * Produce (key 0), versions 3-11 (RecordBatch v2 only; Apache 4.x serves 3+ as well).
+ *
+ * Per partition: the topic and partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and be led here
+ * (NOT_LEADER_OR_FOLLOWER); the record set must be exactly one sound v2 batch (CORRUPT_MESSAGE for framing
+ * and CRC, MESSAGE_TOO_LARGE above max.message.bytes, INVALID_RECORD for control batches from clients and
+ * count mismatches, UNSUPPORTED_COMPRESSION_TYPE for zstd before v7). Idempotent batches are classified
+ * against the producer's window before append: a retry is answered with its original offset and nothing is
+ * written, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH. Transactional batches
+ * are refused with INVALID_TXN_STATE until the transaction coordinator can add partitions to a transaction.
+ *
+ * acks=0 sends no response; acks=1 answers once the batch is written; acks=-1 once it is durable (fsync,
+ * shared by every append that arrived meanwhile). Any other acks is INVALID_REQUIRED_ACKS for every
+ * partition. By version: v5+ carries the log start offset, v8+ per-batch record errors and an error
+ * message, v10+ tagged leader hints (not sent: the leader never moves away from a live single broker).
+ * Deliberately not done: per-record validation (timestamps bounds, keys of compacted topics), quotas.
+ */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { ProduceRequest } from "../protocol/generated/produce-request.ts";
+import type {
+  ProduceResponseInit,
+  ProduceResponse_PartitionProduceResponseInit,
+} from "../protocol/generated/produce-response.ts";
+import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
+import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
+
+interface PartitionAnswer {
+  response: ProduceResponse_PartitionProduceResponseInit;
+  /** Settles when the append is written (acks=1) ... */
+  written?: Promise<void>;
+  /** ... and this partition's log, for the acks=-1 fsync. */
+  flush?: () => Promise<void>;
+}
+
+const failure = (index: number, errorCode: number, errorMessage: string | null): ProduceResponse_PartitionProduceResponseInit => ({
+  index,
+  errorCode,
+  baseOffset: -1,
+  logAppendTimeMs: -1,
+  logStartOffset: -1,
+  recordErrors: [],
+  errorMessage,
+});
+
+export function produceHandler(services: BrokerServices): Handler<ProduceRequest, ProduceResponseInit> {
+  const { topics, partitions, ownership } = services;
+
+  const producePartition = async (
+    topicName: string,
+    index: number,
+    records: Uint8Array | null,
+    apiVersion: number,
+  ): Promise<PartitionAnswer> => {
+    const topic = topics.get(topicName);
+    if (!topic || index < 0 || index >= topic.partitions) {
+      return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.") };
+    }
+    if (ownership.partitionLeader(topicName, index) !== ownership.selfId) {
+      return { response: failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.") };
+    }
+    const recordSet = records ?? new Uint8Array(0);
+    const validation = validateProduceRecordSet(recordSet, { maxBatchBytes: partitions.maxMessageBytesOf(topic) });
+    if (!validation.ok) {
+      return { response: failure(index, errorCodeOfProblem(validation.problem), `${validation.problem.kind} in ${topicName}-${index}`) };
+    }
+    const batch = validation.batches[0]!;
+    if (batch.compression === CompressionCodec.zstd && apiVersion < 7) {
+      return { response: failure(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later") };
+    }
+    const partition = await partitions.get(topicName, index);
+    if (!partition) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };
+    const outcome = partition.appendFromProducer(recordSet, batch);
+    if (outcome.kind === "error") return { response: failure(index, outcome.errorCode, outcome.message) };
+    const response: ProduceResponse_PartitionProduceResponseInit = {
+      index,
+      errorCode: ErrorCode.NONE,
+      baseOffset: outcome.baseOffset,
+      logAppendTimeMs: outcome.logAppendTimeMs,
+      logStartOffset: partition.log.logStartOffset,
+      recordErrors: [],
+      errorMessage: null,
+    };
+    if (outcome.kind === "duplicate") return { response, flush: () => partition.log.flush() };
+    return { response, written: outcome.written, flush: () => partition.log.flush() };
+  };
+
+  return {
+    apiKey: 0,
+    minVersion: 3,
+    maxVersion: 11,
+    async handle(request, ctx) {
+      const acks = request.acks;
+      if (acks !== 0 && acks !== 1 && acks !== -1) {
+        return this.errorResponse(request, ErrorCode.INVALID_REQUIRED_ACKS, ctx.apiVersion);
+      }
+      const answers = await Promise.all(
+        request.topicData.map(async (topic) => ({
+          name: topic.name,
+          partitions: await Promise.all(
+            topic.partitionData.map((p) => producePartition(topic.name, p.index, p.records, ctx.apiVersion)),
+          ),
+        })),
+      );
+      const all = answers.flatMap((t) => t.partitions);
+      // The request frame holds the batch bytes until they are written, whatever the acks.
+      await Promise.all(all.map((a) => a.written));
+      // A duplicate is acknowledged like the original would be: after the data it points at is durable.
+      if (acks === -1) await Promise.all(all.map((a) => a.flush?.()));
+      if (acks === 0) return null;
+      return {
+        throttleTimeMs: 0,
+        responses: answers.map((t) => ({ name: t.name, partitionResponses: t.partitions.map((p) => p.response) })),
+      };
+    },
+    errorResponse(request, errorCode) {
+      return {
+        responses: request.topicData.map((t) => ({
+          name: t.name,
+          partitionResponses: t.partitionData.map((p) => failure(p.index, errorCode, null)),
+        })),
+      };
+    },
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * Fetch (key 1), versions 4-17.
+ *
+ * Reads stored batches (never re-encoded) from each partition's fetch offset up to the high watermark
+ * (read_uncommitted) or the last stable offset (read_committed), within the partition's max bytes and the
+ * response's max bytes; the first batch of the first partition with data is returned even when it is
+ * larger ("first batch may exceed", v3+). A fetch offset below the log start or beyond the log end is
+ * OFFSET_OUT_OF_RANGE. While fewer than min_bytes are available the request waits, up to max_wait_ms, and
+ * is woken by appends (and by the fsyncs that move the high watermark).
+ *
+ * Fetch sessions (v7+): bunka never creates one, which the protocol allows: a request with session id 0
+ * is answered in full with session id 0, and the client keeps sending full requests. A request naming a
+ * session id is FETCH_SESSION_ID_NOT_FOUND; session id 0 with a positive epoch INVALID_FETCH_SESSION_EPOCH.
+ * v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID). read_committed answers an empty aborted-transaction
+ * list until transactions exist; read_uncommitted a null one.
+ * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
+ * detection (the leader epoch is always 0), preferred read replicas, quotas.
+ */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import { EMPTY_BYTES, ZERO_UUID } from "../protocol/codec-support.ts";
+import type { FetchRequest } from "../protocol/generated/fetch-request.ts";
+import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../protocol/generated/fetch-response.ts";
+import type { Partition } from "../storage/partition.ts";
+import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
+
+const READ_COMMITTED = 1;
+
+interface Wanted {
+  topic: string | undefined;
+  topicId: string;
+  partition: number;
+  fetchOffset: number;
+  partitionMaxBytes: number;
+}
+
+const emptyPartition = (partitionIndex: number, errorCode: number): FetchResponse_PartitionDataInit => ({
+  partitionIndex,
+  errorCode,
+  highWatermark: -1,
+  lastStableOffset: -1,
+  logStartOffset: -1,
+  abortedTransactions: null,
+  preferredReadReplica: -1,
+  records: EMPTY_BYTES,
+});
+
+export function fetchHandler(services: BrokerServices): Handler<FetchRequest, FetchResponseInit> {
+  const { topics, partitions, clock } = services;
+
+  return {
+    apiKey: 1,
+    minVersion: 4,
+    maxVersion: 17,
+    async handle(request, ctx) {
+      const version = ctx.apiVersion;
+      if (version >= 7) {
+        if (request.sessionId !== 0) return sessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, request.sessionId);
+        if (request.sessionEpoch > 0) return sessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0);
+      }
+      const readCommitted = request.isolationLevel === READ_COMMITTED;
+      const wanted: Wanted[] = request.topics.flatMap((t) => {
+        const name = version >= 13 ? topics.getById(t.topicId)?.name : t.topic;
+        return t.partitions.map((p) => ({
+          topic: name,
+          topicId: t.topicId,
+          partition: p.partition,
+          fetchOffset: p.fetchOffset,
+          partitionMaxBytes: p.partitionMaxBytes,
+        }));
+      });
+      // Resolve partitions once; a missing one is answered with its error and never waited for.
+      const resolved = await Promise.all(wanted.map((w) => (w.topic === undefined ? undefined : partitions.get(w.topic, w.partition))));
+
+      const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
+      let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
+      while (answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
+        const woke = await waitForData(resolved, deadlineMs - clock.monotonicMs());
+        if (!woke) break;
+        answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
+      }
+
+      // Group per topic in request order, as the request named them.
+      const byTopic: { topic: string; topicId: string; partitions: FetchResponse_PartitionDataInit[] }[] = [];
+      for (const [i, w] of wanted.entries()) {
+        const key = version >= 13 ? w.topicId : (w.topic ?? "");
+        let group = byTopic[byTopic.length - 1];
+        if (!group || (version >= 13 ? group.topicId : group.topic) !== key) {
+          group = { topic: w.topic ?? "", topicId: w.topicId, partitions: [] };
+          byTopic.push(group);
+        }
+        group.partitions.push(answers.partitions[i]!);
+      }
+      return {
+        throttleTimeMs: 0,
+        errorCode: ErrorCode.NONE,
+        sessionId: 0,
+        responses: byTopic.map((g) => ({ topic: g.topic, topicId: version >= 13 ? g.topicId : ZERO_UUID, partitions: g.partitions })),
+      };
+    },
+    errorResponse(_request, errorCode) {
+      return { errorCode, sessionId: 0, responses: [] };
+    },
+  };
+
+  function sessionError(errorCode: number, sessionId: number): FetchResponseInit {
+    return { throttleTimeMs: 0, errorCode, sessionId, responses: [] };
+  }
+
+  async function readAll(
+    wanted: Wanted[],
+    resolved: (Partition | undefined)[],
+    maxBytes: number,
+    readCommitted: boolean,
+    version: number,
+  ): Promise<{ partitions: FetchResponse_PartitionDataInit[]; bytes: number; hasError: boolean }> {
+    let remaining = maxBytes;
+    let total = 0;
+    let hasError = false;
+    const out: FetchResponse_PartitionDataInit[] = [];
+    for (const [i, w] of wanted.entries()) {
+      const partition = resolved[i];
+      if (!partition) {
+        const unknownId = version >= 13 && w.topic === undefined;
+        out.push(emptyPartition(w.partition, unknownId ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION));
+        hasError = true;
+        continue;
+      }
+      const log = partition.log;
+      const highWatermark = partition.highWatermark;
+      const lastStableOffset = partition.lastStableOffset;
+      const base: FetchResponse_PartitionDataInit = {
+        partitionIndex: w.partition,
+        errorCode: ErrorCode.NONE,
+        highWatermark,
+        lastStableOffset,
+        logStartOffset: log.logStartOffset,
+        abortedTransactions: readCommitted ? [] : null,
+        preferredReadReplica: -1,
+        records: EMPTY_BYTES,
+      };
+      if (w.fetchOffset < log.logStartOffset || w.fetchOffset > log.logEndOffset) {
+        out.push({ ...base, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE });
+        hasError = true;
+        continue;
+      }
+      const upTo = readCommitted ? lastStableOffset : highWatermark;
+      const limit = Math.min(w.partitionMaxBytes, remaining);
+      if (w.fetchOffset >= upTo || (limit <= 0 && total > 0)) {
+        out.push(base);
+        continue;
+      }
+      const read = await log.read(w.fetchOffset, Math.max(0, limit), { minOneBatch: total === 0, upToOffset: upTo });
+      if (read.kind === "offset-out-of-range") {
+        out.push({ ...base, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE, logStartOffset: read.logStartOffset });
+        hasError = true;
+        continue;
+      }
+      out.push({ ...base, records: read.bytes });
+      total += read.bytes.length;
+      remaining -= read.bytes.length;
+    }
+    return { partitions: out, bytes: total, hasError };
+  }
+}
+
+/** Resolves true when any of the partitions appends or moves its high watermark, false at the deadline. */
+function waitForData(partitions: (Partition | undefined)[], waitMs: number): Promise<boolean> {
+  if (waitMs <= 0) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => {
+    const unsubscribes: (() => void)[] = [];
+    const finish = (woke: boolean) => {
+      clearTimeout(timer);
+      for (const u of unsubscribes) u();
+      resolve(woke);
+    };
+    const timer = setTimeout(() => finish(false), waitMs);
+    for (const p of partitions) if (p) unsubscribes.push(p.log.onAppend(() => finish(true)));
+  });
+}

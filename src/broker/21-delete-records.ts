@@ -1,0 +1,55 @@
+/**
+ * DeleteRecords (key 21), versions 0-2.
+ *
+ * Moves each partition's log start offset to the offset given (-1 means the high watermark), durably
+ * before answering; whole segments below it are deleted by retention later. An offset beyond the high
+ * watermark is OFFSET_OUT_OF_RANGE; a lower one than the current start changes nothing and answers the
+ * current start (the low watermark). Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+ */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { DeleteRecordsRequest } from "../protocol/generated/delete-records-request.ts";
+import type { DeleteRecordsResponseInit } from "../protocol/generated/delete-records-response.ts";
+import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
+
+const HIGH_WATERMARK = -1;
+
+export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRecordsRequest, DeleteRecordsResponseInit> {
+  const { partitions } = services;
+  const answer = async (topic: string, partitionIndex: number, offset: number) => {
+    const partition = await partitions.get(topic, partitionIndex);
+    if (!partition) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION };
+    const target = offset === HIGH_WATERMARK ? partition.highWatermark : offset;
+    if (target < 0 || target > partition.highWatermark) {
+      return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };
+    }
+    const result = await partition.log.deleteRecordsBefore(Math.max(target, partition.log.logStartOffset));
+    return result.kind === "ok"
+      ? { partitionIndex, lowWatermark: result.logStartOffset, errorCode: ErrorCode.NONE }
+      : { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };
+  };
+  return {
+    apiKey: 21,
+    minVersion: 0,
+    maxVersion: 2,
+    async handle(request) {
+      return {
+        throttleTimeMs: 0,
+        topics: await Promise.all(
+          request.topics.map(async (t) => ({
+            name: t.name,
+            partitions: await Promise.all(t.partitions.map((p) => answer(t.name, p.partitionIndex, p.offset))),
+          })),
+        ),
+      };
+    },
+    errorResponse(request, errorCode) {
+      return {
+        topics: request.topics.map((t) => ({
+          name: t.name,
+          partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, lowWatermark: -1, errorCode })),
+        })),
+      };
+    },
+  };
+}

@@ -1,0 +1,172 @@
+/**
+ * The partitions this broker leads: opened (and recovered) at start-up, opened on first use after a topic
+ * is created or grows, closed before a topic is deleted, reconfigured when its configs change, and kept in
+ * shape by a background loop (retention, producer-state snapshots, producer expiry) that does bounded work.
+ */
+import { join } from "node:path";
+import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Fs } from "../platform/fs.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { TimestampType } from "../protocol/records/record-batch.ts";
+import { DEFAULT_LOG_CONFIG, type LogConfig } from "../storage/log/partition-log.ts";
+import { Partition } from "../storage/partition.ts";
+import type { TopicRecord, TopicStore } from "../storage/topic-store.ts";
+import type { BrokerConfig } from "./config.ts";
+
+interface OpenPartition {
+  /** The topic's incarnation whose configs are applied; a newer one means reconfigure. */
+  incarnation: number;
+  topicId: string;
+  partition: Promise<Partition>;
+}
+
+export interface PartitionManagerOptions {
+  /** How often the background loop runs (log.retention.check.interval.ms is 5 min in Apache). */
+  maintenanceIntervalMs?: number;
+}
+
+export class PartitionManager {
+  private readonly open = new Map<string, OpenPartition>();
+  /** Topics being deleted: their partitions must not be opened again while the directories go away. */
+  private readonly deleting = new Set<string>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private maintenance: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly fs: Fs,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly config: BrokerConfig,
+    private readonly topics: TopicStore,
+  ) {}
+
+  /** Opens every partition of every topic, so that crash recovery happens now and problems surface now. */
+  async openAll(onProgress?: (done: number, total: number) => void): Promise<void> {
+    const all = this.topics.list().flatMap((t) => Array.from({ length: t.partitions }, (_, p) => [t, p] as const));
+    let done = 0;
+    for (const [topic, partition] of all) {
+      await this.get(topic.name, partition);
+      onProgress?.(++done, all.length);
+    }
+  }
+
+  startMaintenance(options: PartitionManagerOptions = {}): void {
+    const intervalMs = options.maintenanceIntervalMs ?? 30_000;
+    this.timer = setInterval(() => {
+      if (this.maintenance) return; // the previous pass is still running: skip, do not pile up
+      this.maintenance = this.runMaintenance().finally(() => (this.maintenance = undefined));
+    }, intervalMs);
+    this.timer.unref?.();
+  }
+
+  /** The partition, opened if needed; undefined when the topic or partition does not exist. */
+  async get(topicName: string, partition: number): Promise<Partition | undefined> {
+    const topic = this.topics.get(topicName);
+    if (!topic || !Number.isInteger(partition) || partition < 0 || partition >= topic.partitions) return undefined;
+    if (this.deleting.has(topicName)) return undefined;
+    const key = `${topicName}-${partition}`;
+    const existing = this.open.get(key);
+    if (existing && existing.topicId !== topic.topicId) {
+      // A partition of an earlier incarnation of the topic: it must not keep its files open.
+      this.open.delete(key);
+      await existing.partition.then((p) => p.close()).catch(() => {});
+      return this.get(topicName, partition);
+    }
+    if (existing) {
+      if (existing.incarnation !== topic.incarnation) {
+        existing.incarnation = topic.incarnation;
+        const { logConfig, timestampType } = this.logConfigOf(topic);
+        (await existing.partition).setConfig(logConfig, timestampType);
+      }
+      return existing.partition;
+    }
+    if (this.closed) throw new Error("the partition manager is closed");
+    const { logConfig, timestampType } = this.logConfigOf(topic);
+    const opening = Partition.open({
+      fs: this.fs,
+      clock: this.clock,
+      topic: topicName,
+      partition,
+      dir: join(this.config.dataDir, key),
+      logConfig,
+      timestampType,
+      warn: (message, fields) => this.log.warn(message, fields),
+    });
+    this.open.set(key, { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening });
+    opening.catch(() => this.open.delete(key));
+    return opening;
+  }
+
+  /** Partitions currently open (for metrics and introspection). */
+  async openPartitions(): Promise<Partition[]> {
+    return Promise.all([...this.open.values()].map((o) => o.partition));
+  }
+
+  /**
+   * Closes the partitions of a topic before its directories are removed (DeleteTopics), and keeps them
+   * closed until `topicDeleted` says the delete is over.
+   */
+  async closeTopic(topicName: string): Promise<void> {
+    this.deleting.add(topicName);
+    const closing: Promise<void>[] = [];
+    for (const [key, entry] of this.open) {
+      if (key.slice(0, key.lastIndexOf("-")) !== topicName) continue;
+      this.open.delete(key);
+      closing.push(entry.partition.then((p) => p.close()));
+    }
+    await Promise.all(closing);
+  }
+
+  topicDeleted(topicName: string): void {
+    this.deleting.delete(topicName);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.maintenance;
+    const entries = [...this.open.values()];
+    this.open.clear();
+    await Promise.all(entries.map((e) => e.partition.then((p) => p.close())));
+  }
+
+  /** Retention, producer expiry and snapshots for every open partition, one partition at a time. */
+  async runMaintenance(): Promise<void> {
+    const nowMs = this.clock.nowMs();
+    for (const entry of [...this.open.values()]) {
+      const partition = await entry.partition;
+      if (partition.log.failed) continue;
+      const retention = await partition.log.enforceRetention(nowMs);
+      if (retention.deletedSegments > 0) {
+        this.log.info("retention deleted segments", {
+          partition: `${partition.topic}-${partition.partition}`,
+          segments: retention.deletedSegments,
+          logStartOffset: retention.logStartOffset,
+        });
+      }
+      partition.expireProducers(nowMs, this.config.producerIdExpirationMs);
+      await partition.snapshotIfDirty();
+    }
+  }
+
+  private logConfigOf(topic: TopicRecord): { logConfig: LogConfig; timestampType: TimestampType } {
+    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults);
+    return {
+      logConfig: {
+        segmentBytes: resolved.segmentBytes,
+        segmentMs: resolved.segmentMs,
+        retentionMs: resolved.retentionMs,
+        retentionBytes: resolved.retentionBytes,
+        indexIntervalBytes: DEFAULT_LOG_CONFIG.indexIntervalBytes,
+      },
+      timestampType: resolved.messageTimestampType === "LogAppendTime" ? "log-append-time" : "create-time",
+    };
+  }
+
+  /** The resolved max.message.bytes of a topic (Produce checks each batch against it). */
+  maxMessageBytesOf(topic: TopicRecord): number {
+    return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).maxMessageBytes;
+  }
+}
