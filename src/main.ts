@@ -22,6 +22,11 @@ import { systemClock } from "./platform/clock.ts";
 import { type Logger, createLogger } from "./platform/logger.ts";
 import { nodeFs } from "./platform/node-fs.ts";
 import { startKafkaListener } from "./net/kafka-listener.ts";
+import { createHttpApp } from "./http/app.ts";
+import { BrokerQueryPorts } from "./http/broker-ports.ts";
+import { timedFs } from "./http/fs-timing.ts";
+import { BrokerMetrics, meteredDispatch } from "./http/metrics.ts";
+import { type HttpServer, startHttpServer } from "./http/server.ts";
 
 /** Replaced by the configured logger once serve() has built it; until then fatal errors are logged as text. */
 let processLog: Logger = createLogger({ format: "text", level: "info" });
@@ -47,16 +52,19 @@ async function serve(config: BrokerConfig): Promise<number> {
   const log = createLogger({ format: config.logFormat, level: config.logLevel });
   processLog = log;
   const clock = systemClock;
-  const fs = nodeFs;
+  const startedAtMs = clock.nowMs();
+  // Metrics are recorded from here on: every fsync the broker makes is timed, every request counted.
+  const metrics = new BrokerMetrics();
+  const fs = timedFs(nodeFs, clock.monotonicMs, (kind, durationMs) => metrics.onFsync(kind, durationMs));
 
-  const broker = await createBroker({ config, fs, clock, log });
+  const broker = await createBroker({ config, fs, clock, log, observer: metrics });
   const kafka = await startKafkaListener({
     host: config.listenHost,
     port: config.listenPort,
     maxRequestBytes: config.socketRequestMaxBytes,
     idleTimeoutMs: config.connectionsMaxIdleMs,
     maxConnections: config.maxConnections,
-    dispatch: (frame, conn) => broker.dispatch(frame, conn),
+    dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
     onConnectionError: (error, conn) => {
       // Malformed input costs the client its connection; a FatalError costs the process its life.
       if (error instanceof FatalError) exitFatal(error);
@@ -70,17 +78,32 @@ async function serve(config: BrokerConfig): Promise<number> {
   const advertisedPort = config.advertisedPort ?? kafka.port;
   broker.setAdvertisedListener(advertisedHost, advertisedPort);
 
-  // TODO(http side-port): start the Hono app here once it exists, e.g.
-  //   const http = await startHttp({ host: config.httpHost, port: config.httpPort, broker, log });
-  // then add `http=${http.host}:${http.port}` to the start-up line below and `await http.close()` to the
-  // shutdown sequence (before broker.close()). Until then no HTTP address is printed: none is bound.
+  // The HTTP side-port: health, readiness, metrics and read-only introspection. Write routes exist only
+  // with an admin token, which comes from the environment alone (never a flag: flags show in `ps`).
+  const queryPorts = new BrokerQueryPorts({ broker, metrics, version: VERSION, nowMs: clock.nowMs, startedAtMs });
+  queryPorts.setListener(kafka);
+  const adminToken = process.env.BUNKA_ADMIN_TOKEN || undefined;
+  const app = createHttpApp(queryPorts, {
+    ...(adminToken === undefined ? {} : { adminToken }),
+    onError: (error, method, path) => log.error("http request failed", { method, path, ...describeError(error) }),
+  });
+  let http: HttpServer;
+  try {
+    http = startHttpServer({ host: config.httpHost, port: config.httpPort, fetch: app.fetch, log });
+  } catch (error) {
+    await kafka.close();
+    await broker.close();
+    throw error;
+  }
 
   process.stdout.write(
-    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
+    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
   );
   log.info("started", {
     version: VERSION,
     kafka: formatHostPort(kafka.host, kafka.port),
+    http: formatHostPort(http.host, http.port),
+    adminApi: adminToken !== undefined,
     advertised: formatHostPort(advertisedHost, advertisedPort),
     dataDir: config.dataDir,
     brokerId: config.brokerId,
@@ -95,8 +118,11 @@ async function serve(config: BrokerConfig): Promise<number> {
       }
       stopping = true;
       log.info("shutting down", { signal });
+      // /ready turns 503 first, so that load balancers stop sending work while the rest shuts down.
+      queryPorts.markStopping();
       (async () => {
         await kafka.close();
+        await http.close();
         await broker.close();
       })().then(
         () => {

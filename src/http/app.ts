@@ -1,0 +1,257 @@
+/**
+ * The HTTP side-port (DESIGN.md §7) as a Hono app factory over read-only query ports (ports.ts). No
+ * socket here: server.ts binds it with Bun.serve, tests call `app.request()`.
+ *
+ * Routes:
+ *   GET  /                                   live dashboard (HTML, refreshes itself)
+ *   GET  /health                             the process is alive: 200 {status: "ok"}
+ *   GET  /ready                              200 {status: "ready"}, or 503 {error, message} saying why not
+ *   GET  /metrics                            Prometheus text exposition 0.0.4
+ *   GET  /v1/cluster                         cluster id, brokers, controller, features, counts
+ *   GET  /v1/topics                          every topic, summarised
+ *   GET  /v1/topics/:topic                   one topic with each partition's offsets, segments and size
+ *   GET  /v1/producers/:topic/:partition     the partition's dedupe windows (?limit=, ?producerId=)
+ *   GET  /v1/transactions                    (?state=, ?minAgeMs=, ?limit=)  501 until the coordinator exists
+ *   GET  /v1/transactions/:transactionalId   501 until the coordinator exists
+ *   GET  /v1/markers                         (?limit=)  501 until the marker queues exist
+ *   POST /v1/transactions/:transactionalId/abort   only with an admin token configured; Bearer auth
+ *
+ * Conventions:
+ * - Bodies are JSON unless the request's Accept header names application/msgpack (or
+ *   application/x-msgpack): then the same value is MessagePack. Responses say `Vary: Accept`.
+ * - Errors are always JSON `{error, message}` (even when MessagePack was asked for: an error must be
+ *   readable by any tool), with `error` a stable snake_case code and the right status: 400 for a malformed
+ *   parameter, 401 for a missing or wrong admin token, 404 for an unknown route, topic or partition, 405 for
+ *   a known route with another method (with `Allow`), 501 for a subsystem that does not exist yet, 503 for
+ *   not ready, 500 for a bug.
+ * - Absent subsystems answer 501, not an empty list: "no hanging transactions" and "transactions are not
+ *   implemented" must never look the same to a script.
+ * - Write routes exist only when an admin token is configured; without one they are 404 like any unknown
+ *   route, so a read-only side-port reveals nothing about them.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { encode as encodeMsgpack } from "@msgpack/msgpack";
+import { Hono, type Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { renderDashboard } from "./dashboard.ts";
+import { type HttpQueryPorts, TRANSACTION_STATES, type TransactionStateName } from "./ports.ts";
+
+export interface HttpAppOptions {
+  /** Enables the write routes, which then require `Authorization: Bearer <token>`. */
+  adminToken?: string;
+  /** Told about an unexpected error (a bug) before the 500 answer; main.ts logs it. */
+  onError?: (error: unknown, method: string, path: string) => void;
+  /** Seconds between dashboard refreshes; default 5. */
+  dashboardRefreshSeconds?: number;
+}
+
+/** Query limits: a default that keeps answers small and a bound that keeps them sane. */
+export const DEFAULT_LIST_LIMIT = 1000;
+export const MAX_LIST_LIMIT = 10_000;
+const INT32_MAX = 2_147_483_647;
+
+export const MSGPACK_MEDIA_TYPES = ["application/msgpack", "application/x-msgpack"] as const;
+
+/** A bad request parameter, answered 400 by the error handler. */
+class BadRequest extends Error {}
+
+function errorBody(c: Context, status: ContentfulStatusCode, error: string, message: string, headers?: Record<string, string>) {
+  return c.json({ error, message }, status, { "Vary": "Accept", ...headers });
+}
+
+/**
+ * True when the Accept header asks for MessagePack: a MessagePack media type with a non-zero quality, at
+ * least as high as application/json's if that is listed too. Wildcards do not count: they mean "anything",
+ * and JSON is the default.
+ */
+export function wantsMsgpack(accept: string | undefined): boolean {
+  if (!accept) return false;
+  let msgpackQ = 0;
+  let jsonQ = 0;
+  for (const part of accept.split(",")) {
+    const [rawType, ...params] = part.trim().toLowerCase().split(";");
+    const type = rawType!.trim();
+    const qParam = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
+    const parsed = qParam === undefined ? 1 : Number(qParam.slice(2));
+    const q = Number.isFinite(parsed) ? parsed : 0;
+    if ((MSGPACK_MEDIA_TYPES as readonly string[]).includes(type)) msgpackQ = Math.max(msgpackQ, q);
+    else if (type === "application/json") jsonQ = Math.max(jsonQ, q);
+  }
+  return msgpackQ > 0 && msgpackQ >= jsonQ;
+}
+
+function body(c: Context, value: unknown, status: ContentfulStatusCode = 200) {
+  if (wantsMsgpack(c.req.header("accept"))) {
+    const bytes = encodeMsgpack(value);
+    return c.body(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer, status, {
+      "Content-Type": "application/msgpack",
+      "Vary": "Accept",
+    });
+  }
+  return c.json(value, status, { "Vary": "Accept" });
+}
+
+function parseLimit(raw: string | undefined): number {
+  if (raw === undefined) return DEFAULT_LIST_LIMIT;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_LIST_LIMIT) {
+    throw new BadRequest(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+function parseNonNegative(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw new BadRequest(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+function parseState(raw: string | undefined): TransactionStateName | undefined {
+  if (raw === undefined) return undefined;
+  const state = TRANSACTION_STATES.find((s) => s === raw);
+  if (!state) throw new BadRequest(`state must be one of ${TRANSACTION_STATES.join(", ")}, got ${JSON.stringify(raw)}`);
+  return state;
+}
+
+function digest(text: string): Buffer {
+  return createHash("sha256").update(text).digest();
+}
+
+/** Constant-time comparison of the presented bearer token with the configured one. */
+function tokenMatches(header: string | undefined, expectedDigest: Buffer): boolean {
+  const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
+  if (!match) return false;
+  return timingSafeEqual(digest(match[1]!), expectedDigest);
+}
+
+const NOT_IMPLEMENTED = {
+  transactions:
+    "the transaction coordinator is not implemented yet: this broker serves idempotent producers only, and holds no transactions",
+  markers: "the transaction coordinator is not implemented yet: there are no transaction marker queues to show",
+} as const;
+
+export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}): Hono {
+  const app = new Hono();
+  const allowed = new Map<string, string>();
+  const route = <P extends string>(method: "GET" | "POST", path: P): P => {
+    allowed.set(path, method === "GET" ? "GET, HEAD" : method);
+    return path;
+  };
+
+  app.get(route("GET", "/"), async (c) => {
+    const html = await renderDashboard(ports, { refreshSeconds: opts.dashboardRefreshSeconds ?? 5 });
+    return c.html(html, 200, {
+      // Everything is inline and there is no script: the policy proves the page loads nothing else.
+      "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+      "Cache-Control": "no-store",
+    });
+  });
+
+  app.get(route("GET", "/health"), (c) => body(c, { status: "ok" }));
+
+  app.get(route("GET", "/ready"), async (c) => {
+    const readiness = await ports.readiness();
+    if (readiness.ready) return body(c, { status: "ready" });
+    return errorBody(c, 503, "not_ready", readiness.reason);
+  });
+
+  app.get(route("GET", "/metrics"), async (c) => {
+    return c.text(await ports.metrics(), 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
+  });
+
+  app.get(route("GET", "/v1/cluster"), (c) => body(c, ports.cluster()));
+
+  app.get(route("GET", "/v1/topics"), async (c) => body(c, { topics: await ports.topics() }));
+
+  app.get(route("GET", "/v1/topics/:topic"), async (c) => {
+    const name = c.req.param("topic");
+    const topic = await ports.topic(name);
+    if (!topic) return errorBody(c, 404, "unknown_topic", `topic ${JSON.stringify(name)} does not exist`);
+    return body(c, topic);
+  });
+
+  app.get(route("GET", "/v1/producers/:topic/:partition"), async (c) => {
+    const topic = c.req.param("topic");
+    const rawPartition = c.req.param("partition");
+    if (!/^\d+$/.test(rawPartition) || Number(rawPartition) > INT32_MAX) {
+      return errorBody(c, 400, "invalid_partition", `partition must be an integer from 0 to ${INT32_MAX}, got ${JSON.stringify(rawPartition)}`);
+    }
+    const partition = Number(rawPartition);
+    const limit = parseLimit(c.req.query("limit"));
+    const producerId = parseNonNegative("producerId", c.req.query("producerId"));
+    const lookup = await ports.producers(topic, partition, producerId === undefined ? { limit } : { limit, producerId });
+    switch (lookup.kind) {
+      case "unknown-topic":
+        return errorBody(c, 404, "unknown_topic", `topic ${JSON.stringify(topic)} does not exist`);
+      case "unknown-partition":
+        return errorBody(
+          c,
+          404,
+          "unknown_partition",
+          `topic ${JSON.stringify(topic)} has ${lookup.partitions} partition(s), so partition ${partition} does not exist`,
+        );
+      case "ok":
+        return body(c, lookup.view);
+    }
+  });
+
+  app.get(route("GET", "/v1/transactions"), async (c) => {
+    // Parameters are checked even while the coordinator is missing, so that a bad script fails the same
+    // way before and after it exists.
+    const state = parseState(c.req.query("state"));
+    const minAgeMs = parseNonNegative("minAgeMs", c.req.query("minAgeMs"));
+    const limit = parseLimit(c.req.query("limit"));
+    if (!ports.transactions) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
+    const filter = { limit, ...(state === undefined ? {} : { state }), ...(minAgeMs === undefined ? {} : { minAgeMs }) };
+    const { total, transactions } = await ports.transactions.list(filter);
+    return body(c, { total, truncated: total > transactions.length, transactions });
+  });
+
+  app.get(route("GET", "/v1/transactions/:transactionalId"), async (c) => {
+    const transactionalId = c.req.param("transactionalId");
+    if (!ports.transactions) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
+    const txn = await ports.transactions.get(transactionalId);
+    if (!txn) return errorBody(c, 404, "unknown_transactional_id", `no transaction state for ${JSON.stringify(transactionalId)}`);
+    return body(c, txn);
+  });
+
+  app.get(route("GET", "/v1/markers"), async (c) => {
+    const limit = parseLimit(c.req.query("limit"));
+    if (!ports.markers) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.markers);
+    const { total, markers } = await ports.markers.pending(limit);
+    return body(c, { total, truncated: total > markers.length, markers });
+  });
+
+  if (opts.adminToken !== undefined && opts.adminToken !== "") {
+    const expected = digest(opts.adminToken);
+    app.post(route("POST", "/v1/transactions/:transactionalId/abort"), async (c) => {
+      if (!tokenMatches(c.req.header("authorization"), expected)) {
+        return errorBody(c, 401, "unauthorized", "this endpoint needs the admin token: Authorization: Bearer <token>", {
+          "WWW-Authenticate": 'Bearer realm="bunka"',
+        });
+      }
+      const transactionalId = c.req.param("transactionalId");
+      if (!ports.transactionAdmin) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
+      const outcome = await ports.transactionAdmin.abort(transactionalId);
+      if (!outcome.ok) return errorBody(c, outcome.status, outcome.error, outcome.message);
+      return body(c, outcome.body);
+    });
+  }
+
+  // A known path with another method: 405 and what is allowed. Registered after every real handler, so
+  // those win for their own methods (HEAD is answered by the GET handler without a body).
+  for (const [path, allow] of allowed) {
+    app.all(path, (c) => errorBody(c, 405, "method_not_allowed", `${c.req.method} is not allowed on ${path}; use ${allow}`, { Allow: allow }));
+  }
+
+  app.notFound((c) => errorBody(c, 404, "not_found", `no such endpoint: ${c.req.method} ${c.req.path}`));
+
+  app.onError((error, c) => {
+    if (error instanceof BadRequest) return errorBody(c, 400, "bad_request", error.message);
+    opts.onError?.(error, c.req.method, c.req.path);
+    return errorBody(c, 500, "internal_error", error instanceof Error ? error.message : String(error));
+  });
+
+  return app;
+}

@@ -1,0 +1,217 @@
+/**
+ * The broker's own metrics and the Prometheus text exposition (format 0.0.4) they are served in.
+ *
+ * Two kinds of number:
+ * - recorded as they happen, here: requests and their latency per API key and version (the dispatcher's
+ *   RequestObserver), request and response bytes (the listener's dispatch, wrapped by `meteredDispatch`),
+ *   fsync latency (the Fs port, wrapped by fs-timing.ts). Recording is a map lookup and a few additions,
+ *   cheap enough for the hot path;
+ * - read when scraped: connections, topics, partitions, offsets, producer ids. broker-ports.ts collects
+ *   them from live state and writes them after these, so nothing is sampled in the background.
+ *
+ * Hand-written rather than a client library: the dependency rule of DESIGN.md §1 and the format is small.
+ */
+import type { RequestObserver } from "../broker/dispatcher.ts";
+import { apiCodecsByKey } from "../protocol/generated/index.ts";
+
+/** Request latency buckets, in seconds: from sub-millisecond produce acks to long-polling fetches. */
+export const REQUEST_DURATION_BUCKETS_SECONDS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+] as const;
+
+/** fsync latency buckets, in seconds: fast NVMe (tens of microseconds) to a struggling network volume. */
+export const FSYNC_DURATION_BUCKETS_SECONDS = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+] as const;
+
+export type Labels = Readonly<Record<string, string | number>>;
+
+/** A cumulative histogram with fixed upper bounds (Prometheus' `le`), plus +Inf, sum and count. */
+export class Histogram {
+  private readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(readonly upperBounds: readonly number[]) {
+    for (let i = 1; i < upperBounds.length; i++) {
+      if (!(upperBounds[i]! > upperBounds[i - 1]!)) throw new RangeError("histogram bounds must increase");
+    }
+    this.counts = new Float64Array(upperBounds.length);
+  }
+
+  observe(value: number): void {
+    this.sum += value;
+    this.count++;
+    // Non-cumulative here (one increment per observation); cumulated when rendered.
+    for (let i = 0; i < this.upperBounds.length; i++) {
+      if (value <= this.upperBounds[i]!) {
+        this.counts[i]!++;
+        return;
+      }
+    }
+  }
+
+  /** Cumulative counts per bound, the last entry being +Inf (= count). */
+  cumulative(): number[] {
+    const out: number[] = [];
+    let running = 0;
+    for (let i = 0; i < this.counts.length; i++) {
+      running += this.counts[i]!;
+      out.push(running);
+    }
+    out.push(this.count);
+    return out;
+  }
+}
+
+function formatValue(value: number): string {
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity) return "+Inf";
+  if (value === -Infinity) return "-Inf";
+  return String(value);
+}
+
+function escapeLabelValue(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+function escapeHelp(text: string): string {
+  return text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
+}
+
+function formatLabels(labels: Labels | undefined, extra?: [string, string]): string {
+  const parts: string[] = [];
+  if (labels) for (const [k, v] of Object.entries(labels)) parts.push(`${k}="${escapeLabelValue(String(v))}"`);
+  if (extra) parts.push(`${extra[0]}="${escapeLabelValue(extra[1])}"`);
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
+}
+
+/**
+ * Writes the text exposition format: one `family()` call (HELP and TYPE lines) before the samples of that
+ * family. Families must not repeat; `family()` checks it, because Prometheus rejects the whole scrape.
+ */
+export class PrometheusWriter {
+  private readonly lines: string[] = [];
+  private readonly families = new Set<string>();
+
+  family(name: string, type: "counter" | "gauge" | "histogram", help: string): this {
+    if (this.families.has(name)) throw new Error(`metric family ${name} written twice`);
+    this.families.add(name);
+    this.lines.push(`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`);
+    return this;
+  }
+
+  sample(name: string, labels: Labels | undefined, value: number): this {
+    this.lines.push(`${name}${formatLabels(labels)} ${formatValue(value)}`);
+    return this;
+  }
+
+  histogram(name: string, labels: Labels | undefined, histogram: Histogram): this {
+    const cumulative = histogram.cumulative();
+    histogram.upperBounds.forEach((bound, i) => {
+      this.lines.push(`${name}_bucket${formatLabels(labels, ["le", formatValue(bound)])} ${cumulative[i]}`);
+    });
+    this.lines.push(`${name}_bucket${formatLabels(labels, ["le", "+Inf"])} ${cumulative[cumulative.length - 1]}`);
+    this.lines.push(`${name}_sum${formatLabels(labels)} ${formatValue(histogram.sum)}`);
+    this.lines.push(`${name}_count${formatLabels(labels)} ${histogram.count}`);
+    return this;
+  }
+
+  text(): string {
+    return this.lines.length === 0 ? "" : `${this.lines.join("\n")}\n`;
+  }
+}
+
+interface RequestSeries {
+  apiKey: number;
+  apiVersion: number;
+  errors: number;
+  duration: Histogram;
+}
+
+export type FsyncKind = "file" | "dir";
+
+/** The metrics recorded as things happen. One per process, built by main.ts (no module-level state). */
+export class BrokerMetrics implements RequestObserver {
+  private readonly requests = new Map<number, RequestSeries>();
+  private readonly fsyncs: Record<FsyncKind, Histogram> = {
+    file: new Histogram(FSYNC_DURATION_BUCKETS_SECONDS),
+    dir: new Histogram(FSYNC_DURATION_BUCKETS_SECONDS),
+  };
+  requestBytes = 0;
+  responseBytes = 0;
+
+  onRequest(apiKey: number, apiVersion: number, durationMs: number, errored: boolean): void {
+    // API keys are int16 and versions small: one number keys the pair without building a string.
+    const key = apiKey * 65_536 + apiVersion;
+    let series = this.requests.get(key);
+    if (!series) {
+      series = { apiKey, apiVersion, errors: 0, duration: new Histogram(REQUEST_DURATION_BUCKETS_SECONDS) };
+      this.requests.set(key, series);
+    }
+    series.duration.observe(durationMs / 1000);
+    if (errored) series.errors++;
+  }
+
+  onFsync(kind: FsyncKind, durationMs: number): void {
+    this.fsyncs[kind].observe(durationMs / 1000);
+  }
+
+  /** Size-prefixed request frame bytes handed to the broker (frames closed for their size are not counted). */
+  onRequestBytes(bytes: number): void {
+    this.requestBytes += bytes;
+  }
+
+  /** Size-prefixed response frame bytes the broker answered with. */
+  onResponseBytes(bytes: number): void {
+    this.responseBytes += bytes;
+  }
+
+  writeTo(out: PrometheusWriter): void {
+    const series = [...this.requests.values()].sort((a, b) => a.apiKey - b.apiKey || a.apiVersion - b.apiVersion);
+    const labelsOf = (s: RequestSeries) => ({
+      api_key: s.apiKey,
+      api: apiCodecsByKey.get(s.apiKey)?.name ?? "unknown",
+      api_version: s.apiVersion,
+    });
+    out.family("bunka_requests_total", "counter", "Kafka requests answered, by API key and version.");
+    for (const s of series) out.sample("bunka_requests_total", labelsOf(s), s.duration.count);
+    out.family(
+      "bunka_request_errors_total",
+      "counter",
+      "Kafka requests answered with a top-level failure (UNSUPPORTED_VERSION for the handler, or UNKNOWN_SERVER_ERROR).",
+    );
+    for (const s of series) out.sample("bunka_request_errors_total", labelsOf(s), s.errors);
+    out.family("bunka_request_duration_seconds", "histogram", "Time from a request frame to its response, by API key and version.");
+    for (const s of series) out.histogram("bunka_request_duration_seconds", labelsOf(s), s.duration);
+    out.family("bunka_request_bytes_total", "counter", "Bytes of Kafka request frames received, size prefix included.");
+    out.sample("bunka_request_bytes_total", undefined, this.requestBytes);
+    out.family("bunka_response_bytes_total", "counter", "Bytes of Kafka response frames sent, size prefix included.");
+    out.sample("bunka_response_bytes_total", undefined, this.responseBytes);
+    out.family("bunka_fsync_duration_seconds", "histogram", "fsync latency of data files (kind=file) and directories (kind=dir).");
+    out.histogram("bunka_fsync_duration_seconds", { kind: "file" }, this.fsyncs.file);
+    out.histogram("bunka_fsync_duration_seconds", { kind: "dir" }, this.fsyncs.dir);
+  }
+}
+
+type Dispatch<C> = (frame: Uint8Array, conn: C) => Promise<Uint8Array | null> | Uint8Array | null;
+
+/** The 4-byte size prefix the listener adds in front of each frame. */
+const SIZE_PREFIX_BYTES = 4;
+
+/**
+ * Wraps the listener's dispatch function to count request and response bytes. The listener itself has no
+ * byte counters, and these are exactly the frames the broker saw and answered, which is what matters for
+ * capacity; bytes of frames rejected for their size never reach here and are not counted.
+ */
+export function meteredDispatch<C>(dispatch: Dispatch<C>, metrics: BrokerMetrics): Dispatch<C> {
+  const answered = (response: Uint8Array | null) => {
+    if (response !== null) metrics.onResponseBytes(response.byteLength + SIZE_PREFIX_BYTES);
+    return response;
+  };
+  return (frame, conn) => {
+    metrics.onRequestBytes(frame.byteLength + SIZE_PREFIX_BYTES);
+    const result = dispatch(frame, conn);
+    return result instanceof Promise ? result.then(answered) : answered(result);
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Helpers for the end-to-end tests: reading a child's stdout until a line appears, and an in-process broker
+ * with the Kafka listener and the HTTP side-port wired exactly as main.ts wires them. The compiled binary
+ * comes from tests/support/binary.ts.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createBroker, type Broker } from "../../src/broker/broker.ts";
+import { defaultBrokerConfig } from "../../src/broker/config.ts";
+import { createHttpApp, type HttpAppOptions } from "../../src/http/app.ts";
+import { BrokerQueryPorts } from "../../src/http/broker-ports.ts";
+import { timedFs } from "../../src/http/fs-timing.ts";
+import { BrokerMetrics, meteredDispatch } from "../../src/http/metrics.ts";
+import { startHttpServer, type HttpServer } from "../../src/http/server.ts";
+import { startKafkaListener, type KafkaListener } from "../../src/net/kafka-listener.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { silentLogger } from "../../src/platform/logger.ts";
+import { nodeFs } from "../../src/platform/node-fs.ts";
+
+/**
+ * Reads `stream` until `pattern` matches the text so far, or fails after `timeoutMs`. The reader is kept:
+ * call `until` again to wait for something later.
+ */
+export class StreamWaiter {
+  private readonly reader: { read(): Promise<{ done: boolean; value?: Uint8Array | undefined }> };
+  private readonly decoder = new TextDecoder();
+  text = "";
+
+  constructor(stream: ReadableStream<Uint8Array>) {
+    this.reader = stream.getReader();
+  }
+
+  async until(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern} in ${JSON.stringify(this.text)}`)), timeoutMs);
+    });
+    try {
+      for (;;) {
+        const match = this.text.match(pattern);
+        if (match) return match;
+        const { value, done } = await Promise.race([this.reader.read(), deadline]);
+        if (done) throw new Error(`stream ended before ${pattern}: ${JSON.stringify(this.text)}`);
+        this.text += this.decoder.decode(value, { stream: true });
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Reads the rest of the stream, so the child never blocks on a full pipe. */
+  async drain(): Promise<string> {
+    for (;;) {
+      const { value, done } = await this.reader.read();
+      if (done) return this.text;
+      this.text += this.decoder.decode(value, { stream: true });
+    }
+  }
+}
+
+export interface InProcessStack {
+  broker: Broker;
+  kafka: KafkaListener;
+  http: HttpServer;
+  ports: BrokerQueryPorts;
+  metrics: BrokerMetrics;
+  httpUrl: string;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+/** A broker, its Kafka listener and its HTTP side-port on port 0 over a fresh temporary data directory. */
+export async function startInProcessStack(appOptions: HttpAppOptions = {}): Promise<InProcessStack> {
+  const dataDir = mkdtempSync(join(tmpdir(), "bunka-e2e-"));
+  const config = { ...defaultBrokerConfig(), dataDir, listenPort: 0, httpPort: 0 };
+  const metrics = new BrokerMetrics();
+  const fs = timedFs(nodeFs, systemClock.monotonicMs, (kind, ms) => metrics.onFsync(kind, ms));
+  const broker = await createBroker({ config, fs, clock: systemClock, log: silentLogger, observer: metrics, maintenance: false });
+  const kafka = await startKafkaListener({
+    host: "127.0.0.1",
+    port: 0,
+    maxRequestBytes: config.socketRequestMaxBytes,
+    idleTimeoutMs: config.connectionsMaxIdleMs,
+    dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
+    log: silentLogger,
+  });
+  broker.setAdvertisedListener(kafka.host, kafka.port);
+  const ports = new BrokerQueryPorts({ broker, metrics, version: "e2e", nowMs: systemClock.nowMs, startedAtMs: systemClock.nowMs() });
+  ports.setListener(kafka);
+  const http = startHttpServer({ host: "127.0.0.1", port: 0, fetch: createHttpApp(ports, appOptions).fetch, log: silentLogger });
+  return {
+    broker,
+    kafka,
+    http,
+    ports,
+    metrics,
+    httpUrl: `http://127.0.0.1:${http.port}`,
+    dataDir,
+    async close() {
+      ports.markStopping();
+      await kafka.close();
+      await http.close();
+      await broker.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,506 @@
+/**
+ * The HTTP side-port's routes, statuses and encodings, with `app.request()` against fake query ports: no
+ * socket, no broker. broker-ports.test.ts covers the ports against a real broker.
+ */
+import { describe, expect, test } from "bun:test";
+import { decode as decodeMsgpack } from "@msgpack/msgpack";
+import { createHttpApp, MAX_LIST_LIMIT, wantsMsgpack } from "../../../src/http/app.ts";
+import type {
+  ClusterView,
+  HttpQueryPorts,
+  ProducersQuery,
+  Readiness,
+  TopicDetailView,
+  TransactionFilter,
+  TransactionView,
+} from "../../../src/http/ports.ts";
+
+const cluster: ClusterView = {
+  clusterId: "AAAAAAAAAAAAAAAAAAAAAA",
+  brokerId: 0,
+  controllerId: 0,
+  mode: "single-broker",
+  version: "9.9.9",
+  brokers: [{ brokerId: 0, host: "127.0.0.1", port: 9092, rack: null }],
+  startedAtMs: 1_700_000_000_000,
+  uptimeMs: 65_000,
+  connections: 3,
+  topicCount: 1,
+  partitionCount: 2,
+  features: { idempotentProducer: true, transactions: false, consumerGroups: false },
+};
+
+const orders: TopicDetailView = {
+  name: "orders",
+  topicId: "6b0b7f3e-4d4f-4b8a-9d2c-0e1f2a3b4c5d",
+  partitions: 2,
+  createdMs: 1_700_000_000_000,
+  configs: { "retention.ms": "60000" },
+  sizeBytes: 420,
+  partitionDetails: [
+    {
+      partition: 0,
+      leader: 0,
+      open: true,
+      logStartOffset: 0,
+      logEndOffset: 7,
+      highWatermark: 7,
+      lastStableOffset: 7,
+      segmentCount: 1,
+      segmentBaseOffsets: [0],
+      sizeBytes: 420,
+      producerCount: 1,
+      failure: null,
+    },
+    {
+      partition: 1,
+      leader: 0,
+      open: false,
+      logStartOffset: null,
+      logEndOffset: null,
+      highWatermark: null,
+      lastStableOffset: null,
+      segmentCount: null,
+      segmentBaseOffsets: null,
+      sizeBytes: null,
+      producerCount: null,
+      failure: null,
+    },
+  ],
+};
+
+/** The ports with every call recorded, so tests can check what the app asked. */
+function fakePorts(overrides: Partial<HttpQueryPorts> & { ready?: Readiness } = {}) {
+  const calls: { producers: Array<[string, number, ProducersQuery]>; transactions: TransactionFilter[] } = { producers: [], transactions: [] };
+  const { ready, ...rest } = overrides;
+  const ports: HttpQueryPorts = {
+    readiness: async () => ready ?? { ready: true },
+    cluster: () => cluster,
+    topics: async () => [
+      { name: orders.name, topicId: orders.topicId, partitions: orders.partitions, createdMs: orders.createdMs, configs: orders.configs, sizeBytes: orders.sizeBytes },
+    ],
+    topic: async (name) => (name === "orders" ? orders : undefined),
+    producers: async (topic, partition, query) => {
+      calls.producers.push([topic, partition, query]);
+      if (topic !== "orders") return { kind: "unknown-topic" };
+      if (partition >= 2) return { kind: "unknown-partition", partitions: 2 };
+      return {
+        kind: "ok",
+        view: {
+          topic,
+          partition,
+          open: true,
+          total: 1,
+          truncated: false,
+          producers: [
+            {
+              producerId: 4_294_967_296, // above 32 bits: must survive JSON and MessagePack as a number
+              epoch: 2,
+              batches: [{ firstSeq: 0, lastSeq: 4, firstOffset: 0, lastOffset: 4, timestampMs: 1_700_000_000_123 }],
+              lastTimestampMs: 1_700_000_000_123,
+              currentTxnFirstOffset: null,
+              coordinatorEpoch: null,
+            },
+          ],
+        },
+      };
+    },
+    metrics: async () => "# HELP bunka_up test\n# TYPE bunka_up gauge\nbunka_up 1\n",
+    ...rest,
+  };
+  return { ports, calls };
+}
+
+async function json(response: Response): Promise<any> {
+  expect(response.headers.get("content-type")).toStartWith("application/json");
+  return response.json();
+}
+
+const msgpack = { headers: { Accept: "application/msgpack" } };
+
+async function unpack(response: Response): Promise<any> {
+  expect(response.headers.get("content-type")).toBe("application/msgpack");
+  return decodeMsgpack(new Uint8Array(await response.arrayBuffer()));
+}
+
+describe("health and readiness", () => {
+  test("GET /health answers 200 {status: ok}", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const res = await app.request("/health");
+    expect(res.status).toBe(200);
+    expect(await json(res)).toEqual({ status: "ok" });
+  });
+
+  test("GET /ready answers 200 when the ports say ready", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/ready");
+    expect(res.status).toBe(200);
+    expect(await json(res)).toEqual({ status: "ready" });
+  });
+
+  test("GET /ready answers 503 with the reason when not ready", async () => {
+    const app = createHttpApp(fakePorts({ ready: { ready: false, reason: "the broker is shutting down" } }).ports);
+    const res = await app.request("/ready");
+    expect(res.status).toBe(503);
+    expect(await json(res)).toEqual({ error: "not_ready", message: "the broker is shutting down" });
+  });
+
+  test("HEAD /health answers 200 without a body", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/health", { method: "HEAD" });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("");
+  });
+});
+
+describe("metrics", () => {
+  test("GET /metrics is the Prometheus text format from the ports", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/metrics");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    expect(await res.text()).toBe("# HELP bunka_up test\n# TYPE bunka_up gauge\nbunka_up 1\n");
+  });
+
+  test("/metrics stays text even when MessagePack is asked for", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/metrics", msgpack);
+    expect(res.headers.get("content-type")).toStartWith("text/plain");
+  });
+});
+
+describe("cluster and topics", () => {
+  test("GET /v1/cluster as JSON and as MessagePack", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const res = await app.request("/v1/cluster");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("vary")).toBe("Accept");
+    expect(await json(res)).toEqual(cluster);
+    const packed = await app.request("/v1/cluster", msgpack);
+    expect(packed.status).toBe(200);
+    expect(await unpack(packed)).toEqual(cluster);
+  });
+
+  test("GET /v1/topics lists the topics", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const body = await json(await app.request("/v1/topics"));
+    expect(body.topics).toHaveLength(1);
+    expect(body.topics[0]).toMatchObject({ name: "orders", partitions: 2, sizeBytes: 420, configs: { "retention.ms": "60000" } });
+    expect((await unpack(await app.request("/v1/topics", msgpack))).topics[0].name).toBe("orders");
+  });
+
+  test("GET /v1/topics/:topic shows every partition's offsets, segments and size", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const res = await app.request("/v1/topics/orders");
+    expect(res.status).toBe(200);
+    expect(await json(res)).toEqual(orders);
+    expect(await unpack(await app.request("/v1/topics/orders", msgpack))).toEqual(orders);
+  });
+
+  test("an unknown topic is 404 unknown_topic", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/topics/nope");
+    expect(res.status).toBe(404);
+    expect(await json(res)).toEqual({ error: "unknown_topic", message: 'topic "nope" does not exist' });
+  });
+
+  test("errors stay JSON when MessagePack is asked for", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/topics/nope", msgpack);
+    expect(res.status).toBe(404);
+    expect((await json(res)).error).toBe("unknown_topic");
+  });
+});
+
+describe("producers", () => {
+  test("GET /v1/producers/:topic/:partition shows the dedupe windows", async () => {
+    const { ports, calls } = fakePorts();
+    const app = createHttpApp(ports);
+    const res = await app.request("/v1/producers/orders/0");
+    expect(res.status).toBe(200);
+    const body = await json(res);
+    expect(body).toMatchObject({ topic: "orders", partition: 0, open: true, total: 1, truncated: false });
+    expect(body.producers[0]).toEqual({
+      producerId: 4_294_967_296,
+      epoch: 2,
+      batches: [{ firstSeq: 0, lastSeq: 4, firstOffset: 0, lastOffset: 4, timestampMs: 1_700_000_000_123 }],
+      lastTimestampMs: 1_700_000_000_123,
+      currentTxnFirstOffset: null,
+      coordinatorEpoch: null,
+    });
+    expect(calls.producers).toEqual([["orders", 0, { limit: 1000 }]]);
+    const packed = await unpack(await app.request("/v1/producers/orders/0", msgpack));
+    expect(packed.producers[0].producerId).toBe(4_294_967_296);
+  });
+
+  test("limit and producerId are passed to the port", async () => {
+    const { ports, calls } = fakePorts();
+    const res = await createHttpApp(ports).request("/v1/producers/orders/1?limit=5&producerId=42");
+    expect(res.status).toBe(200);
+    expect(calls.producers).toEqual([["orders", 1, { limit: 5, producerId: 42 }]]);
+  });
+
+  test.each(["-1", "x", "1.5", "2147483648", "01x"])("partition %p is 400 invalid_partition", async (partition) => {
+    const { ports, calls } = fakePorts();
+    const res = await createHttpApp(ports).request(`/v1/producers/orders/${partition}`);
+    expect(res.status).toBe(400);
+    expect((await json(res)).error).toBe("invalid_partition");
+    expect(calls.producers).toEqual([]);
+  });
+
+  test.each(["0", String(MAX_LIST_LIMIT + 1), "ten", "-3"])("limit=%p is 400 bad_request", async (limit) => {
+    const res = await createHttpApp(fakePorts().ports).request(`/v1/producers/orders/0?limit=${limit}`);
+    expect(res.status).toBe(400);
+    const body = await json(res);
+    expect(body.error).toBe("bad_request");
+    expect(body.message).toContain("limit");
+  });
+
+  test("producerId=abc is 400", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/producers/orders/0?producerId=abc");
+    expect(res.status).toBe(400);
+  });
+
+  test("an unknown topic is 404 unknown_topic, a partition past the end 404 unknown_partition", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const topic = await app.request("/v1/producers/nope/0");
+    expect(topic.status).toBe(404);
+    expect((await json(topic)).error).toBe("unknown_topic");
+    const partition = await app.request("/v1/producers/orders/2");
+    expect(partition.status).toBe(404);
+    expect(await json(partition)).toEqual({
+      error: "unknown_partition",
+      message: 'topic "orders" has 2 partition(s), so partition 2 does not exist',
+    });
+  });
+});
+
+const txn: TransactionView = {
+  transactionalId: "tx/1",
+  producerId: 7,
+  lastProducerId: -1,
+  epoch: 3,
+  lastEpoch: -1,
+  timeoutMs: 60_000,
+  state: "Ongoing",
+  partitions: [{ topic: "orders", partition: 0 }],
+  groups: [],
+  ongoingSinceMs: 1_700_000_000_000,
+  updatedMs: 1_700_000_000_500,
+  slot: 12,
+  coordinatorBrokerId: 0,
+};
+
+describe("transactions and markers while the coordinator does not exist", () => {
+  test("GET /v1/transactions is 501 not_implemented, saying the coordinator is missing", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/transactions");
+    expect(res.status).toBe(501);
+    const body = await json(res);
+    expect(body.error).toBe("not_implemented");
+    expect(body.message).toContain("transaction coordinator is not implemented yet");
+  });
+
+  test("GET /v1/transactions/:id is 501", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/transactions/my-app");
+    expect(res.status).toBe(501);
+    expect((await json(res)).error).toBe("not_implemented");
+  });
+
+  test("GET /v1/markers is 501", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v1/markers");
+    expect(res.status).toBe(501);
+    expect((await json(res)).error).toBe("not_implemented");
+  });
+
+  test("filters are validated before the 501, so a bad query fails the same before and after", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    for (const query of ["state=Bogus", "minAgeMs=-1", "minAgeMs=soon", "limit=0"]) {
+      const res = await app.request(`/v1/transactions?${query}`);
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toBe("bad_request");
+    }
+    expect((await app.request("/v1/transactions?state=Ongoing&minAgeMs=60000")).status).toBe(501);
+  });
+});
+
+describe("transactions and markers once their ports exist", () => {
+  test("list passes the filter and reports truncation; get finds or 404s; ids may contain a slash", async () => {
+    const filters: TransactionFilter[] = [];
+    const { ports } = fakePorts({
+      transactions: {
+        list: async (filter) => {
+          filters.push(filter);
+          return { total: 2, transactions: [txn] };
+        },
+        get: async (id) => (id === "tx/1" ? txn : undefined),
+      },
+    });
+    const app = createHttpApp(ports);
+    const list = await json(await app.request("/v1/transactions?state=Ongoing&minAgeMs=1000&limit=1"));
+    expect(list).toEqual({ total: 2, truncated: true, transactions: [txn] });
+    expect(filters).toEqual([{ state: "Ongoing", minAgeMs: 1000, limit: 1 }]);
+    const one = await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`);
+    expect(one.status).toBe(200);
+    expect(await json(one)).toEqual(txn);
+    expect(await unpack(await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`, msgpack))).toEqual(txn);
+    const missing = await app.request("/v1/transactions/other");
+    expect(missing.status).toBe(404);
+    expect((await json(missing)).error).toBe("unknown_transactional_id");
+  });
+
+  test("markers list", async () => {
+    const marker = {
+      transactionalId: "tx/1",
+      producerId: 7,
+      epoch: 3,
+      result: "COMMIT" as const,
+      topic: "orders",
+      partition: 0,
+      targetBrokerId: 1,
+      enqueuedMs: 1_700_000_000_000,
+    };
+    const { ports } = fakePorts({ markers: { pending: async (limit) => ({ total: 1, markers: [marker].slice(0, limit) }) } });
+    const res = await createHttpApp(ports).request("/v1/markers");
+    expect(res.status).toBe(200);
+    expect(await json(res)).toEqual({ total: 1, truncated: false, markers: [marker] });
+  });
+});
+
+describe("routes and methods", () => {
+  test("an unknown route is 404 not_found", async () => {
+    const res = await createHttpApp(fakePorts().ports).request("/v2/whatever");
+    expect(res.status).toBe(404);
+    expect(await json(res)).toEqual({ error: "not_found", message: "no such endpoint: GET /v2/whatever" });
+  });
+
+  test("a known route with another method is 405 with Allow", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    for (const [method, path] of [
+      ["POST", "/v1/topics"],
+      ["DELETE", "/v1/topics/orders"],
+      ["PUT", "/health"],
+      ["POST", "/v1/producers/orders/0"],
+    ] as const) {
+      const res = await app.request(path, { method });
+      expect(res.status).toBe(405);
+      expect(res.headers.get("allow")).toBe("GET, HEAD");
+      expect((await json(res)).error).toBe("method_not_allowed");
+    }
+  });
+
+  test("an unexpected error is 500 internal_error and is reported", async () => {
+    const reported: unknown[] = [];
+    const { ports } = fakePorts({
+      topics: async () => {
+        throw new Error("boom");
+      },
+    });
+    const app = createHttpApp(ports, { onError: (error) => reported.push(error) });
+    const res = await app.request("/v1/topics");
+    expect(res.status).toBe(500);
+    expect(await json(res)).toEqual({ error: "internal_error", message: "boom" });
+    expect(reported).toHaveLength(1);
+  });
+});
+
+describe("admin token", () => {
+  const abortPath = "/v1/transactions/my-app/abort";
+
+  test("without a configured token the write route does not exist (404)", async () => {
+    const app = createHttpApp(fakePorts().ports);
+    const res = await app.request(abortPath, { method: "POST", headers: { Authorization: "Bearer anything" } });
+    expect(res.status).toBe(404);
+    expect((await json(res)).error).toBe("not_found");
+  });
+
+  test("an empty configured token counts as none", async () => {
+    const res = await createHttpApp(fakePorts().ports, { adminToken: "" }).request(abortPath, { method: "POST" });
+    expect(res.status).toBe(404);
+  });
+
+  test("with a token: 401 without or with a wrong token, 501 with the right one", async () => {
+    const app = createHttpApp(fakePorts().ports, { adminToken: "s3cret" });
+    const none = await app.request(abortPath, { method: "POST" });
+    expect(none.status).toBe(401);
+    expect(none.headers.get("www-authenticate")).toBe('Bearer realm="bunka"');
+    expect((await json(none)).error).toBe("unauthorized");
+    for (const authorization of ["Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0", "s3cret", "Bearer "]) {
+      const res = await app.request(abortPath, { method: "POST", headers: { Authorization: authorization } });
+      expect(res.status).toBe(401);
+    }
+    const ok = await app.request(abortPath, { method: "POST", headers: { Authorization: "Bearer s3cret" } });
+    expect(ok.status).toBe(501);
+    const body = await json(ok);
+    expect(body.error).toBe("not_implemented");
+    expect(body.message).toContain("transaction coordinator is not implemented yet");
+  });
+
+  test("with a token the write route answers 405 to GET, and reads stay open without a token", async () => {
+    const app = createHttpApp(fakePorts().ports, { adminToken: "s3cret" });
+    const get = await app.request(abortPath);
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+    expect((await app.request("/v1/topics")).status).toBe(200);
+  });
+
+  test("with a token and an admin port, the abort is delegated", async () => {
+    const aborted: string[] = [];
+    const { ports } = fakePorts({
+      transactionAdmin: {
+        abort: async (id) => {
+          aborted.push(id);
+          return id === "my-app" ? { ok: true, body: { transactionalId: id, state: "PrepareAbort" } } : { ok: false, status: 404, error: "unknown_transactional_id", message: "no" };
+        },
+      },
+    });
+    const app = createHttpApp(ports, { adminToken: "s3cret" });
+    const headers = { Authorization: "Bearer s3cret" };
+    const ok = await app.request(abortPath, { method: "POST", headers });
+    expect(ok.status).toBe(200);
+    expect(await json(ok)).toEqual({ transactionalId: "my-app", state: "PrepareAbort" });
+    const missing = await app.request("/v1/transactions/other/abort", { method: "POST", headers });
+    expect(missing.status).toBe(404);
+    expect(aborted).toEqual(["my-app", "other"]);
+  });
+});
+
+describe("dashboard", () => {
+  test("GET / renders cluster, topics with offsets and the transactions placeholder, with no script", async () => {
+    const res = await createHttpApp(fakePorts().ports, { dashboardRefreshSeconds: 7 }).request("/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toStartWith("text/html");
+    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; style-src 'unsafe-inline'");
+    const html = await res.text();
+    expect(html).toContain('<meta http-equiv="refresh" content="7">');
+    expect(html).toContain("AAAAAAAAAAAAAAAAAAAAAA");
+    expect(html).toContain('data-topic="orders" data-partition="0"');
+    expect(html).toContain('<td class="log-end-offset">7</td>');
+    expect(html).toContain("not opened yet");
+    expect(html).toContain("Not implemented yet: the transaction coordinator");
+    expect(html).not.toContain("<script");
+  });
+
+  test("topic names and reasons are escaped", async () => {
+    const evil = { ...orders, name: '<img src=x onerror="alert(1)">' };
+    const { ports } = fakePorts({
+      ready: { ready: false, reason: "<b>down</b>" },
+      topics: async () => [{ ...evil, partitionDetails: undefined } as any],
+      topic: async () => evil,
+    });
+    const html = await (await createHttpApp(ports).request("/")).text();
+    expect(html).not.toContain("<img");
+    expect(html).toContain("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;");
+    expect(html).toContain("no: &lt;b&gt;down&lt;/b&gt;");
+  });
+});
+
+describe("content negotiation", () => {
+  test.each([
+    ["application/msgpack", true],
+    ["application/x-msgpack", true],
+    ["application/json;q=0.5, application/msgpack", true],
+    ["application/json, application/msgpack;q=0.5", false],
+    ["application/msgpack, application/json", true],
+    ["Application/MsgPack", true],
+    ["application/msgpack;q=0", false],
+    ["application/json", false],
+    ["*/*", false],
+    [undefined, false],
+  ] as const)("Accept %p -> msgpack %p", (accept, expected) => {
+    expect(wantsMsgpack(accept)).toBe(expected);
+  });
+});
