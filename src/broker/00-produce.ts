@@ -9,7 +9,10 @@
  * written, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH. Transactional batches
  * are refused with INVALID_TXN_STATE until the transaction coordinator can add partitions to a transaction.
  *
- * acks=0 sends no response; acks=1 answers once the batch is written; acks=-1 once it is durable (fsync,
+ * acks=0 sends no response, and closes the connection when any partition failed (as Apache does: the
+ * producer learns of the error by the disconnect and refreshes its metadata; without it, an acks=0
+ * producer would write into an unknown partition forever without noticing). acks=1 answers once the batch
+ * is written; acks=-1 once it is durable (fsync,
  * shared by every append that arrived meanwhile). Any other acks is INVALID_REQUIRED_ACKS for every
  * partition. By version: v5+ carries the log start offset, v8+ per-batch record errors and an error
  * message, v10+ tagged leader hints (not sent: the leader never moves away from a live single broker).
@@ -22,7 +25,7 @@ import type {
   ProduceResponse_PartitionProduceResponseInit,
 } from "../protocol/generated/produce-response.ts";
 import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
-import type { Handler } from "./handler.ts";
+import { CloseConnection, type Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
 interface PartitionAnswer {
@@ -107,7 +110,12 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       await Promise.all(all.map((a) => a.written));
       // A duplicate is acknowledged like the original would be: after the data it points at is durable.
       if (acks === -1) await Promise.all(all.map((a) => a.flush?.()));
-      if (acks === 0) return null;
+      if (acks === 0) {
+        if (all.some((a) => a.response.errorCode !== ErrorCode.NONE)) {
+          throw new CloseConnection("acks=0 produce failed on some partition: closing the connection so the producer notices");
+        }
+        return null;
+      }
       return {
         throttleTimeMs: 0,
         responses: answers.map((t) => ({ name: t.name, partitionResponses: t.partitions.map((p) => p.response) })),

@@ -74,7 +74,8 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
 
       const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
       let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
-      while (answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
+      // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
+      while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
         const woke = await waitForData(resolved, deadlineMs - clock.monotonicMs());
         if (!woke) break;
         answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);

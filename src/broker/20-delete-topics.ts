@@ -52,8 +52,12 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
           );
         } else {
           // Close the partitions first, and keep them closed: their directories are renamed away by the delete.
-          await services.partitions.closeTopic(topic.name);
-          const deleted = await topics.delete(topic.name).finally(() => services.partitions.topicDeleted(topic.name));
+          // closeTopic waits for every close of the topic's partitions, including those a concurrent delete
+          // of the same topic started; topicDeleted ends it whatever happens.
+          const deleted = await services.partitions
+            .closeTopic(topic.name)
+            .then(() => topics.delete(topic.name))
+            .finally(() => services.partitions.topicDeleted(topic.name));
           if (deleted.ok) {
             services.log.info("deleted topic", { topic: topic.name, topicId: topic.topicId });
             answer(ErrorCode.NONE, null);

@@ -15,7 +15,7 @@ import type { Logger } from "../platform/logger.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 import { encodeApiVersionsResponse } from "../protocol/generated/api-versions-response.ts";
 import { API_VERSIONS_KEY, encodeResponseFrame, parseRequestFrame } from "../protocol/header.ts";
-import type { ConnectionInfo, Handler, RequestContext } from "./handler.ts";
+import { CloseConnection, type ConnectionInfo, type Handler, type RequestContext } from "./handler.ts";
 import type { HandlerRegistry } from "./registry.ts";
 
 export interface RequestObserver {
@@ -59,7 +59,7 @@ export class Dispatcher {
       try {
         response = await handler.handle(request, ctx);
       } catch (error) {
-        if (error instanceof FatalError || error instanceof DecodeError) throw error;
+        if (error instanceof FatalError || error instanceof DecodeError || error instanceof CloseConnection) throw error;
         this.log.error("handler failed", { apiKey, apiVersion, error: String((error as Error)?.stack ?? error) });
         response = handler.errorResponse(request, ErrorCode.UNKNOWN_SERVER_ERROR, apiVersion);
         errored = true;

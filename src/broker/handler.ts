@@ -32,3 +32,11 @@ export interface Handler<Request = any, Response = any> {
    */
   errorResponse(request: Request, errorCode: number, apiVersion: number): Response;
 }
+
+/**
+ * Thrown by a handler that must close the connection instead of answering (Produce with acks=0 after an
+ * error, as Apache does). The listener writes the responses to earlier requests first, then closes.
+ */
+export class CloseConnection extends Error {
+  override readonly name = "CloseConnection";
+}

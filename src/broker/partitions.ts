@@ -28,8 +28,16 @@ export interface PartitionManagerOptions {
 
 export class PartitionManager {
   private readonly open = new Map<string, OpenPartition>();
-  /** Topics being deleted: their partitions must not be opened again while the directories go away. */
-  private readonly deleting = new Set<string>();
+  /**
+   * Partitions taken out of `open` whose close has not finished, by key. Their files are still open: a
+   * delete of the topic must wait for them before its directories go away, and so must `close`.
+   */
+  private readonly closing = new Map<string, Set<Promise<void>>>();
+  /**
+   * Topics being deleted, with how many deletes are in progress: their partitions must not be opened
+   * again until the last one says the delete is over (concurrent DeleteTopics of one topic overlap).
+   */
+  private readonly deleting = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | undefined;
   private maintenance: Promise<void> | undefined;
   private closed = false;
@@ -71,7 +79,7 @@ export class PartitionManager {
     if (existing && existing.topicId !== topic.topicId) {
       // A partition of an earlier incarnation of the topic: it must not keep its files open.
       this.open.delete(key);
-      await existing.partition.then((p) => p.close()).catch(() => {});
+      await this.closeEntry(key, existing).catch(() => {});
       return this.get(topicName, partition);
     }
     if (existing) {
@@ -94,8 +102,12 @@ export class PartitionManager {
       timestampType,
       warn: (message, fields) => this.log.warn(message, fields),
     });
-    this.open.set(key, { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening });
-    opening.catch(() => this.open.delete(key));
+    const entry: OpenPartition = { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening };
+    this.open.set(key, entry);
+    opening.catch(() => {
+      // Only this entry: the key may already name a newer opening of the partition.
+      if (this.open.get(key) === entry) this.open.delete(key);
+    });
     return opening;
   }
 
@@ -109,27 +121,57 @@ export class PartitionManager {
    * closed until `topicDeleted` says the delete is over.
    */
   async closeTopic(topicName: string): Promise<void> {
-    this.deleting.add(topicName);
-    const closing: Promise<void>[] = [];
+    this.deleting.set(topicName, (this.deleting.get(topicName) ?? 0) + 1);
     for (const [key, entry] of this.open) {
-      if (key.slice(0, key.lastIndexOf("-")) !== topicName) continue;
+      if (topicOfKey(key) !== topicName) continue;
       this.open.delete(key);
-      closing.push(entry.partition.then((p) => p.close()));
+      void this.closeEntry(key, entry).catch(() => {});
     }
-    await Promise.all(closing);
+    // Also the closes that another caller (a concurrent delete of the same topic) started: the directories
+    // must not be renamed away while any partition of the topic still has files open in them.
+    const closes = [...this.closing].filter(([key]) => topicOfKey(key) === topicName).flatMap(([, set]) => [...set]);
+    const failures = (await Promise.allSettled(closes)).filter((r): r is PromiseRejectedResult => r.status === "rejected");
+    for (const failure of failures) {
+      // The files are closed whatever failed (the final snapshot, typically), and the data is being deleted.
+      this.log.warn("closing a partition of a topic being deleted failed", { topic: topicName, error: String(failure.reason) });
+    }
   }
 
+  /** Ends what `closeTopic` started; call it exactly once per `closeTopic` call, whatever happened. */
   topicDeleted(topicName: string): void {
-    this.deleting.delete(topicName);
+    const count = (this.deleting.get(topicName) ?? 0) - 1;
+    if (count > 0) this.deleting.set(topicName, count);
+    else this.deleting.delete(topicName);
   }
 
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     await this.maintenance;
-    const entries = [...this.open.values()];
+    const entries = [...this.open];
     this.open.clear();
-    await Promise.all(entries.map((e) => e.partition.then((p) => p.close())));
+    for (const [key, entry] of entries) void this.closeEntry(key, entry).catch(() => {});
+    const closes = [...this.closing.values()].flatMap((set) => [...set]);
+    const results = await Promise.allSettled(closes);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+
+  /** Closes a partition taken out of `open` (once it has opened), tracked in `closing` until done. */
+  private closeEntry(key: string, entry: OpenPartition): Promise<void> {
+    const done = entry.partition.then(
+      (p) => p.close(),
+      () => {}, // it never opened: nothing to close
+    );
+    let set = this.closing.get(key);
+    if (set === undefined) this.closing.set(key, (set = new Set()));
+    set.add(done);
+    const untrack = () => {
+      set.delete(done);
+      if (set.size === 0 && this.closing.get(key) === set) this.closing.delete(key);
+    };
+    done.then(untrack, untrack);
+    return done;
   }
 
   /** Retention, producer expiry and snapshots for every open partition, one partition at a time. */
@@ -169,4 +211,9 @@ export class PartitionManager {
   maxMessageBytesOf(topic: TopicRecord): number {
     return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).maxMessageBytes;
   }
+}
+
+/** The topic of a partition key (`<topic>-<partition>`; topic names may contain dashes). */
+function topicOfKey(key: string): string {
+  return key.slice(0, key.lastIndexOf("-"));
 }

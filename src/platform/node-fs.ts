@@ -64,7 +64,14 @@ export const nodeFs: Fs = {
     } else {
       handle = await fsp.open(path, openFlags[mode]);
     }
-    const { size } = await handle.stat();
+    let size: number;
+    try {
+      ({ size } = await handle.stat());
+    } catch (error) {
+      // Nobody else holds the handle yet: close it here, or the garbage collector would.
+      await handle.close().catch(() => undefined);
+      throw error;
+    }
     return new NodeFileHandle(handle, size);
   },
   async readFile(path: string): Promise<Uint8Array> {

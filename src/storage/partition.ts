@@ -188,12 +188,19 @@ export class Partition {
     return true;
   }
 
+  /**
+   * Writes a last producer-state snapshot and closes the log. The log (and with it every segment file)
+   * is closed even when the snapshot fails; the snapshot's error is then rethrown.
+   */
   async close(): Promise<void> {
-    if (!this.log.failed) {
-      this.dirty = true;
-      await this.snapshotIfDirty();
+    try {
+      if (!this.log.failed) {
+        this.dirty = true;
+        await this.snapshotIfDirty();
+      }
+    } finally {
+      await this.log.close();
     }
-    await this.log.close();
   }
 
   /** Rebuilds producer state from the log after `from`, batch header by batch header. */

@@ -9,7 +9,9 @@
  * whole frame) followed by an ApiVersions sentinel, pipelined, and then requires:
  * - each frame is answered with a well-formed response (response header with the frame's correlation id, body
  *   decodable in the frame's version, no bytes left over, no UNKNOWN_SERVER_ERROR anywhere in it), or the
- *   server closes the connection; once one frame is unanswered, nothing after it is answered;
+ *   server closes the connection; once one frame is unanswered, nothing after it is answered. A Produce with
+ *   acks=0 that the handler serves is never answered (the protocol has no response for it), and it may close
+ *   the connection (when a partition failed, as Apache does);
  * - when the mutated frames are answered, so is the sentinel: the connection still works;
  * - a separate healthy connection answers ApiVersions and Metadata every HEALTH_EVERY cases and is never closed;
  * - no handler fails (the dispatcher logs "handler failed" when one throws).
@@ -60,6 +62,7 @@ const MAX_FAILURES_REPORTED = 10;
 const MiB = 1024 * 1024;
 
 const API_VERSIONS = 18;
+const PRODUCE = 0;
 const goldenDir = join(import.meta.dir, "../fixtures/golden");
 const schemaDir = join(import.meta.dir, "../../schemas/kafka/message");
 type Random = ReturnType<typeof seededRandom>;
@@ -447,6 +450,26 @@ function responseProblem(request: Uint8Array, response: Uint8Array): string | nu
 }
 
 /**
+ * Whether `request` is a Produce with acks=0 in a version its handler serves: the broker sends nothing back
+ * (and closes the connection if a partition failed). Anything else about it is answered as usual.
+ */
+function isSilentProduce(request: Uint8Array, servedVersions: ReadonlyMap<number, { minVersion: number; maxVersion: number }>): boolean {
+  try {
+    const { header, body } = parseRequestFrame(request);
+    const served = servedVersions.get(header.requestApiKey);
+    if (header.requestApiKey !== PRODUCE || !served) return false;
+    if (header.requestApiVersion < served.minVersion || header.requestApiVersion > served.maxVersion) return false;
+    return (apiCodecsByKey.get(PRODUCE)!.decodeRequest(body, header.requestApiVersion) as { acks: number }).acks === 0;
+  } catch (error) {
+    if (error instanceof DecodeError) return false;
+    throw error;
+  }
+}
+
+/** Stands for the response of a frame that gets none (Produce acks=0). */
+const SILENT = new Uint8Array(0);
+
+/**
  * Whether the broker owes `request` an answer: its header and body decode (so no DecodeError may close the
  * connection), its API has a handler, and its version is in the schema (an unserved one is answered with
  * UNSUPPORTED_VERSION) or it is ApiVersions (answered in v0).
@@ -601,6 +624,7 @@ describe(`mutated frames over the wire (seed ${SEED})`, () => {
     async () => {
       const seeds = buildSeeds();
       const served = new Set(broker.broker.registry.apiVersions().map((a) => a.apiKey));
+      const servedVersions = new Map(broker.broker.registry.apiVersions().map((a) => [a.apiKey, a] as const));
       const startedMs = performance.now();
       const stats = { cases: 0, frames: 0, answered: 0, closedConnections: 0 };
       const slowest = { ms: 0, index: -1, what: "" };
@@ -627,7 +651,15 @@ describe(`mutated frames over the wire (seed ${SEED})`, () => {
           const mutated = Array.from({ length: count }, () => mutate(rnd.pick(seeds), rnd));
           const frames = mutated.map((m) => m.bytes);
           const sentinel = encodeFrame(API_VERSIONS, rnd.int(0, 3), {}, 0x5e000000 + index);
-          const pending = [...frames, sentinel].map((f) => client.requestRaw(0, 0, framed(f)));
+          // Frames the broker never answers (Produce acks=0) are sent without waiting for a response.
+          const silent = frames.map((f) => isSilentProduce(f, servedVersions));
+          const pending = [...frames, sentinel].map((f, i) => {
+            if (silent[i]) {
+              client.send(framed(f));
+              return Promise.resolve(SILENT);
+            }
+            return client.requestRaw(0, 0, framed(f));
+          });
           stats.cases++;
           stats.frames += count;
           const caseStartedMs = performance.now();
@@ -640,26 +672,34 @@ describe(`mutated frames over the wire (seed ${SEED})`, () => {
             client = await WireClient.connect(broker.port, "127.0.0.1", `fuzz-${w}`);
             continue;
           }
-          const firstUnanswered = results.findIndex((r) => r.status === "rejected");
+          // Silent frames (Produce acks=0) say nothing by themselves: judge by the frames that get answers.
+          const firstUnanswered = results.findIndex((r, i) => !silent[i] && r.status === "rejected");
           const answered = firstUnanswered < 0 ? results.length : firstUnanswered;
-          if (results.slice(answered).some((r) => r.status === "fulfilled")) {
+          if (results.some((r, i) => i > answered && !silent[i] && r.status === "fulfilled")) {
             fail(index, frames, mutated.map((m) => m.what), "a frame after an unanswered one was answered");
           }
           // The first frame left unanswered is the one that closed the connection (those after it are
-          // dropped unread): it must be one that the broker may refuse.
-          if (answered < count && mustBeAnswered(frames[answered]!, served)) {
+          // dropped unread): it must be one that the broker may refuse. Or a silent frame just before it
+          // closed the connection, which an acks=0 Produce does when a partition failed (as Apache does).
+          let closer = answered;
+          while (closer > 0 && silent[closer - 1]) closer--;
+          const closedBySilent = closer < answered;
+          if (answered < count && !closedBySilent && mustBeAnswered(frames[answered]!, served)) {
             fail(index, frames, mutated.map((m) => m.what), `frame ${answered} decodes and has a handler, but the connection was closed`);
           }
           for (let i = 0; i < Math.min(answered, count); i++) {
+            if (silent[i]) continue;
+            stats.answered++;
             const problem = responseProblem(frames[i]!, (results[i] as PromiseFulfilledResult<Uint8Array>).value);
             if (problem !== null) fail(index, frames, mutated.map((m) => m.what), `frame ${i}: ${problem}`);
           }
-          stats.answered += Math.min(answered, count);
           if (answered === results.length) {
             const problem = responseProblem(sentinel, (results[count] as PromiseFulfilledResult<Uint8Array>).value);
             if (problem !== null) fail(index, frames, mutated.map((m) => m.what), `sentinel: ${problem}`);
           } else {
-            if (answered === count) fail(index, frames, mutated.map((m) => m.what), "every frame was answered but the sentinel was not");
+            if (answered === count && !closedBySilent) {
+              fail(index, frames, mutated.map((m) => m.what), "every frame was answered but the sentinel was not");
+            }
             await withDeadline(client.closed, CASE_DEADLINE_MS, `close after case ${index}`);
             stats.closedConnections++;
             client = await WireClient.connect(broker.port, "127.0.0.1", `fuzz-${w}`);

@@ -229,6 +229,8 @@ export class PartitionLog {
   private ioQueue: (IoOp | undefined)[] = [];
   private ioHead = 0;
   private pumping = false;
+  /** The running pump (writes and rolls), if any: close waits for it, failed log or not. */
+  private pumpRun: Promise<void> = Promise.resolve();
   /** Settles when every operation queued so far has completed. */
   private tail: Promise<void> = Promise.resolve();
   /** Segments with writes that no fsync has covered yet. */
@@ -435,7 +437,12 @@ export class PartitionLog {
       writeFileAtomic(this.fs, old.indexPath, op.oldIndex.encode()),
       writeFileAtomic(this.fs, old.timeIndexPath, op.oldTimeIndex.encode()),
     ]);
-    next.handle = await this.fs.open(next.logPath, "rw");
+    const handle = await this.fs.open(next.logPath, "rw");
+    if (this.closed) {
+      await handle.close().catch(() => undefined);
+      throw new Error(`partition log ${this.dir} is closed`);
+    }
+    next.handle = handle;
     await fsyncDirOrDie(this.fs, this.dir, `after creating ${next.logPath}`);
     // Inactive segments read their time index from the file on demand.
     old.timeIndex = undefined;
@@ -464,7 +471,7 @@ export class PartitionLog {
   private enqueue(op: IoOp): void {
     this.ioQueue.push(op);
     this.tail = op.done.promise;
-    if (!this.pumping) void this.pump();
+    if (!this.pumping) this.pumpRun = this.pump();
   }
 
   /** Performs queued writes and rolls in order, merging consecutive writes to one segment. */
@@ -593,6 +600,7 @@ export class PartitionLog {
   // ---- file handles and index caches ----------------------------------------------------------------
 
   private async acquire(segment: Segment): Promise<FileHandle> {
+    if (this.closed) throw new Error(`partition log ${this.dir} is closed`);
     segment.refs++;
     try {
       if (segment.handle !== undefined) {
@@ -605,7 +613,13 @@ export class PartitionLog {
         return segment.handle;
       }
       segment.opening ??= this.fs.open(segment.logPath, "r").then(
-        (handle) => {
+        async (handle) => {
+          if (this.closed) {
+            // The log closed its files while this one was opening: nothing may keep it open.
+            segment.opening = undefined;
+            await handle.close().catch(() => undefined);
+            throw new Error(`partition log ${this.dir} is closed`);
+          }
           segment.handle = handle;
           segment.opening = undefined;
           this.openInactive.push(segment);
@@ -1113,6 +1127,9 @@ export class PartitionLog {
       if (this.inflightReads > 0) await new Promise<void>((resolve) => (this.readsDrained = resolve));
       await this.retention.catch(() => undefined);
       await Promise.all([...this.deletions]);
+      // A failure rejects the queued operations at once, while the one in progress (a roll opening the
+      // next segment's file) may still be running: wait for the pump itself, failed or not.
+      await this.pumpRun;
       if (this.failure === undefined) {
         await this.tail.catch(() => undefined);
         if (this.durableEnd < this.logEnd) await this.flusher.request();
@@ -1132,6 +1149,9 @@ export class PartitionLog {
         });
       }
     } finally {
+      // An fsync or checkpoint run still in flight (a failed log skips the waits above) uses the handles.
+      await this.flusher.idle();
+      await this.checkpointer.idle();
       this.closed = true;
       await this.closeHandles();
     }
