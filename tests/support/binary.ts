@@ -15,7 +15,7 @@
  * a pipe nobody drains would block the broker once its logs fill the pipe buffer. Every process started
  * here is SIGKILLed when the test process exits, and by `killAllBunkaProcesses()` (for afterAll).
  */
-import { chmodSync, closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { chmodSync, closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { type Target, TARGETS, buildTarget, outfileFor } from "../../scripts/build.ts";
 
@@ -123,6 +123,7 @@ export class BunkaProcess {
   /** Use `BunkaProcess.start`. */
   constructor(
     readonly proc: Bun.Subprocess<"ignore", "pipe", number>,
+    readonly host: string,
     readonly port: number,
     readonly startMs: number,
     /** Milliseconds from spawn to the start-up line (includes recovery). */
@@ -139,8 +140,9 @@ export class BunkaProcess {
     return this.proc.pid;
   }
 
+  /** host:port for clients (the listener's host as printed on the start-up line). */
   get bootstrap(): string {
-    return `127.0.0.1:${this.port}`;
+    return `${this.host}:${this.port}`;
   }
 
   /** Sends `signal` (if still running) and waits for the exit. */
@@ -236,7 +238,7 @@ async function startOnce(opts: BunkaStartOptions, host: string, port: number): P
       stderr: readFrom(opts.logFile, logFrom) + (stdoutText() ? `\n(stdout: ${stdoutText()})` : ""),
     };
   }
-  const bunka = new BunkaProcess(proc, Number(result[2]), startMs, Date.now() - startMs);
+  const bunka = new BunkaProcess(proc, result[1]!, Number(result[2]), startMs, Date.now() - startMs);
   track(bunka);
   return { kind: "started", process: bunka };
 }
@@ -266,4 +268,30 @@ export async function startAndKill(
   const exitCode = await exited;
   const stderr = exitedBeforeKill ? readFrom(opts.logFile, logFrom) : "";
   return { started, exitedBeforeKill, bindFailed: BIND_FAILURE.test(stderr), exitCode, stderr };
+}
+
+/**
+ * `body`, with the last lines of the broker's stderr added to any error it throws: a fault test's failure
+ * is mostly explained by what the broker said last.
+ */
+export async function withBrokerLog<T>(logFile: string, body: () => Promise<T>, lines = 40): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    const tail = existsSync(logFile) ? readFileSync(logFile, "utf8").trimEnd().split("\n").slice(-lines).join("\n") : "(no log)";
+    if (error instanceof Error) {
+      error.message += `\n--- broker stderr (last ${lines} lines of ${logFile}) ---\n${tail}`;
+      throw error;
+    }
+    throw new Error(`${String(error)}\n--- broker stderr ---\n${tail}`);
+  }
+}
+
+/** Removes a fault test's temp dir, unless FAULT_KEEP_DATA is set (then says where it is). */
+export function removeTempDir(dir: string): void {
+  if (process.env.FAULT_KEEP_DATA) {
+    console.log(`FAULT_KEEP_DATA: kept ${dir}`);
+    return;
+  }
+  rmSync(dir, { recursive: true, force: true });
 }
