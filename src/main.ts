@@ -57,7 +57,17 @@ async function serve(config: BrokerConfig): Promise<number> {
   const metrics = new BrokerMetrics();
   const fs = timedFs(nodeFs, clock.monotonicMs, (kind, durationMs) => metrics.onFsync(kind, durationMs));
 
-  const broker = await createBroker({ config, fs, clock, log, observer: metrics });
+  const broker = await createBroker({
+    config,
+    fs,
+    clock,
+    log,
+    observer: metrics,
+    // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
+    onRecoveryProgress: (done, total) => {
+      if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });
+    },
+  });
   const kafka = await startKafkaListener({
     host: config.listenHost,
     port: config.listenPort,

@@ -69,6 +69,28 @@ export class PartitionManager {
     this.timer.unref?.();
   }
 
+  /** Says what crash recovery did to a partition's log, when it did anything beyond a clean open. */
+  private reportRecovery(partition: Partition): void {
+    const report = partition.log.recoveryReport;
+    if (report.cleanShutdown && !report.truncated && report.rebuiltIndexes.length === 0) return;
+    const fields: Record<string, unknown> = {
+      partition: `${partition.topic}-${partition.partition}`,
+      cleanShutdown: report.cleanShutdown,
+      scannedSegments: report.scannedSegments.length,
+      rebuiltIndexes: report.rebuiltIndexes.length,
+      logEndOffset: partition.log.logEndOffset,
+    };
+    if (report.truncated) {
+      fields.truncatedFile = report.truncated.file;
+      fields.truncatedAtPosition = report.truncated.position;
+      fields.truncatedBytes = report.truncated.bytes;
+      fields.truncatedReason = report.truncated.reason;
+      this.log.warn("recovered a partition after an unclean shutdown: torn tail truncated", fields);
+    } else {
+      this.log.info("recovered a partition after an unclean shutdown", fields);
+    }
+  }
+
   /** The partition, opened if needed; undefined when the topic or partition does not exist. */
   async get(topicName: string, partition: number): Promise<Partition | undefined> {
     const topic = this.topics.get(topicName);
@@ -102,6 +124,7 @@ export class PartitionManager {
       timestampType,
       warn: (message, fields) => this.log.warn(message, fields),
     });
+    void opening.then((p) => this.reportRecovery(p), () => {});
     const entry: OpenPartition = { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening };
     this.open.set(key, entry);
     opening.catch(() => {
