@@ -72,7 +72,8 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       return { response: failure(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later") };
     }
     const partition = await partitions.get(topicName, index);
-    if (!partition) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };
+    // Closing: its topic is being deleted; the log would refuse the append.
+    if (!partition || partition.closing) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };
     const outcome = partition.appendFromProducer(recordSet, batch);
     if (outcome.kind === "error") return { response: failure(index, outcome.errorCode, outcome.message) };
     const response: ProduceResponse_PartitionProduceResponseInit = {

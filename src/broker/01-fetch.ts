@@ -121,8 +121,10 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     const out: FetchResponse_PartitionDataInit[] = [];
     for (const [i, w] of wanted.entries()) {
       const partition = resolved[i];
-      if (!partition) {
-        const unknownId = version >= 13 && w.topic === undefined;
+      // A partition closing meanwhile is one whose topic is being deleted (or re-created): it is answered
+      // as gone, as Apache answers a delayed fetch whose partition disappeared.
+      if (!partition || partition.closing) {
+        const unknownId = version >= 13 && (w.topic === undefined || partition !== undefined);
         out.push(emptyPartition(w.partition, unknownId ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION));
         hasError = true;
         continue;
@@ -165,9 +167,13 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
   }
 }
 
-/** Resolves true when any of the partitions appends or moves its high watermark, false at the deadline. */
+/**
+ * Resolves true when any of the partitions appends, moves its high watermark or starts closing (its
+ * topic is deleted), false at the deadline.
+ */
 function waitForData(partitions: (Partition | undefined)[], waitMs: number): Promise<boolean> {
   if (waitMs <= 0) return Promise.resolve(false);
+  if (partitions.some((p) => p?.closing === true)) return Promise.resolve(true);
   return new Promise<boolean>((resolve) => {
     const unsubscribes: (() => void)[] = [];
     const finish = (woke: boolean) => {
@@ -176,6 +182,10 @@ function waitForData(partitions: (Partition | undefined)[], waitMs: number): Pro
       resolve(woke);
     };
     const timer = setTimeout(() => finish(false), waitMs);
-    for (const p of partitions) if (p) unsubscribes.push(p.log.onAppend(() => finish(true)));
+    for (const p of partitions) {
+      if (!p) continue;
+      unsubscribes.push(p.log.onAppend(() => finish(true)));
+      unsubscribes.push(p.onClose(() => finish(true)));
+    }
   });
 }

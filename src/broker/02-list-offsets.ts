@@ -38,7 +38,10 @@ export function listOffsetsHandler(services: BrokerServices): Handler<ListOffset
   ): Promise<ListOffsetsResponse_ListOffsetsPartitionResponseInit> => {
     const partition = await partitions.get(topic, partitionIndex);
     const found = (offset: number, ts: number) => ({ partitionIndex, errorCode: ErrorCode.NONE, timestamp: ts, offset, leaderEpoch: 0 });
-    if (!partition) return { partitionIndex, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, timestamp: -1, offset: -1, leaderEpoch: -1 };
+    // Closing: its topic is being deleted; the log would refuse the read.
+    if (!partition || partition.closing) {
+      return { partitionIndex, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, timestamp: -1, offset: -1, leaderEpoch: -1 };
+    }
     const readableEnd = readCommitted ? partition.lastStableOffset : partition.highWatermark;
     switch (timestamp) {
       case LATEST:

@@ -18,7 +18,8 @@ export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRe
   const { partitions } = services;
   const answer = async (topic: string, partitionIndex: number, offset: number) => {
     const partition = await partitions.get(topic, partitionIndex);
-    if (!partition) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION };
+    // Closing: its topic is being deleted; the log would refuse the change.
+    if (!partition || partition.closing) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION };
     const target = offset === HIGH_WATERMARK ? partition.highWatermark : offset;
     if (target < 0 || target > partition.highWatermark) {
       return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };

@@ -45,6 +45,9 @@ const REPLAY_READ_BYTES = 1024 * 1024;
 export class Partition {
   /** Producer state changed since the last snapshot. */
   private dirty = false;
+  /** Set when close() starts (the topic is being deleted, or the broker stops). */
+  private closeStarted = false;
+  private readonly closeListeners = new Set<() => void>();
 
   private constructor(
     private readonly fs: Fs,
@@ -189,10 +192,34 @@ export class Partition {
   }
 
   /**
+   * True once close() has started: the partition is no longer served, and handlers answer as for a
+   * partition that does not exist instead of reading or appending (the log refuses both while it closes).
+   * Checked right before a synchronous call into the log, nothing can start on it after close began.
+   */
+  get closing(): boolean {
+    return this.closeStarted;
+  }
+
+  /**
+   * Calls `listener` (synchronously, once) when close() starts, so that a Fetch parked on this partition
+   * answers at once rather than at its max wait. Returns the unsubscribe function.
+   */
+  onClose(listener: () => void): () => void {
+    this.closeListeners.add(listener);
+    return () => this.closeListeners.delete(listener);
+  }
+
+  /**
    * Writes a last producer-state snapshot and closes the log. The log (and with it every segment file)
    * is closed even when the snapshot fails; the snapshot's error is then rethrown.
    */
   async close(): Promise<void> {
+    if (!this.closeStarted) {
+      this.closeStarted = true;
+      const listeners = [...this.closeListeners];
+      this.closeListeners.clear();
+      for (const listener of listeners) listener();
+    }
     try {
       if (!this.log.failed) {
         this.dirty = true;
