@@ -16,6 +16,15 @@ import { produceHandler } from "./00-produce.ts";
 import { fetchHandler } from "./01-fetch.ts";
 import { listOffsetsHandler } from "./02-list-offsets.ts";
 import { metadataHandler } from "./03-metadata.ts";
+import { offsetCommitHandler } from "./08-offset-commit.ts";
+import { offsetFetchHandler } from "./09-offset-fetch.ts";
+import { findCoordinatorHandler } from "./10-find-coordinator.ts";
+import { joinGroupHandler } from "./11-join-group.ts";
+import { heartbeatHandler } from "./12-heartbeat.ts";
+import { leaveGroupHandler } from "./13-leave-group.ts";
+import { syncGroupHandler } from "./14-sync-group.ts";
+import { describeGroupsHandler } from "./15-describe-groups.ts";
+import { listGroupsHandler } from "./16-list-groups.ts";
 import { apiVersionsHandler } from "./18-api-versions.ts";
 import { createTopicsHandler } from "./19-create-topics.ts";
 import { deleteTopicsHandler } from "./20-delete-topics.ts";
@@ -23,10 +32,13 @@ import { deleteRecordsHandler } from "./21-delete-records.ts";
 import { initProducerIdHandler } from "./22-init-producer-id.ts";
 import { describeConfigsHandler } from "./32-describe-configs.ts";
 import { createPartitionsHandler } from "./37-create-partitions.ts";
+import { deleteGroupsHandler } from "./42-delete-groups.ts";
 import { incrementalAlterConfigsHandler } from "./44-incremental-alter-configs.ts";
+import { offsetDeleteHandler } from "./47-offset-delete.ts";
 import { describeClusterHandler } from "./60-describe-cluster.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
+import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
 import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { HandlerRegistry } from "./registry.ts";
@@ -40,6 +52,8 @@ export interface BrokerDeps {
   observer?: RequestObserver;
   /** Background maintenance (retention, snapshots); tests may shorten or disable it. */
   maintenance?: PartitionManagerOptions | false;
+  /** Group coordinator settings beyond BrokerConfig (tests shorten session timeouts, turn off the sweep). */
+  groups?: GroupCoordinatorOptions;
   /** Told how many partitions are recovered at start-up, as they are. */
   onRecoveryProgress?: (done: number, total: number) => void;
 }
@@ -76,6 +90,18 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     config.advertisedHost ?? config.listenHost,
     config.advertisedPort ?? config.listenPort,
   );
+  const groups = await GroupCoordinator.open({
+    fs,
+    clock,
+    log,
+    dataDir: config.dataDir,
+    ownership,
+    options: {
+      initialRebalanceDelayMs: config.groupInitialRebalanceDelayMs,
+      offsetsRetentionMs: config.offsetsRetentionMs,
+      ...deps.groups,
+    },
+  });
   const services: BrokerServices = {
     config,
     fs,
@@ -87,6 +113,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     brokerConfigs,
     partitions,
     producerIds,
+    groups,
   };
 
   const registry = new HandlerRegistry();
@@ -95,6 +122,15 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(fetchHandler(services))
     .register(listOffsetsHandler(services))
     .register(metadataHandler(services))
+    .register(offsetCommitHandler(services))
+    .register(offsetFetchHandler(services))
+    .register(findCoordinatorHandler(services))
+    .register(joinGroupHandler(services))
+    .register(heartbeatHandler(services))
+    .register(leaveGroupHandler(services))
+    .register(syncGroupHandler(services))
+    .register(describeGroupsHandler(services))
+    .register(listGroupsHandler(services))
     .register(apiVersionsHandler(registry))
     .register(createTopicsHandler(services))
     .register(deleteTopicsHandler(services))
@@ -102,7 +138,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(initProducerIdHandler(services))
     .register(describeConfigsHandler(services))
     .register(createPartitionsHandler(services))
+    .register(deleteGroupsHandler(services))
     .register(incrementalAlterConfigsHandler(services))
+    .register(offsetDeleteHandler(services))
     .register(describeClusterHandler(services));
 
   const dispatcher = new Dispatcher(registry, log, deps.observer);
@@ -117,7 +155,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     registry,
     async close() {
       // Topic and config changes are durable before they are answered; the logs flush and write their
-      // producer-state snapshots as they close.
+      // producer-state snapshots as they close. The group coordinator answers its parked requests and
+      // waits for its offset writes.
+      await groups.close();
       await partitions.close();
     },
   };

@@ -10,6 +10,7 @@ import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { ProducerIdStore } from "../storage/producer-id-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
+import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { PartitionManager } from "./partitions.ts";
 
 export interface BrokerServices {
@@ -26,6 +27,8 @@ export interface BrokerServices {
   partitions: PartitionManager;
   /** Cluster-unique producer ids (InitProducerId). */
   producerIds: ProducerIdStore;
+  /** Consumer groups and their committed offsets (the classic group protocol). */
+  groups: GroupCoordinator;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

@@ -1,0 +1,597 @@
+/**
+ * The group coordinator of this broker: drives the pure group state machine (domain/groups), keeps its
+ * timers, answers parked JoinGroup/SyncGroup requests, and makes offsets and group records durable through
+ * the offset store (one serial writer per slot, group commit). Handlers call it; it knows nothing of wire
+ * versions.
+ *
+ * - Ownership: a group belongs to the owner of its slot (cluster/ownership.ts, slot = fnv1a32 % 50); for a
+ *   group of another broker every API answers NOT_COORDINATOR. Single-broker mode owns every slot.
+ * - Durability: OffsetCommit, OffsetDelete and DeleteGroups are answered once their change is durable. Group
+ *   records (generation, protocol type, Empty or not) are written in the background as they change; members
+ *   are not persisted, they rejoin after a restart and find their offsets.
+ * - Reads (OffsetFetch) see durable offsets only; with require_stable they first wait for the writes queued
+ *   before them (as Apache serves require_stable through its write path).
+ * - Expiry: every offsets.retention.check.interval.ms (10 min, Apache's default) a sweep expires offsets per
+ *   Apache's rules and deletes Empty groups left with nothing, slot by slot, at most `sweepBatchMax`
+ *   offsets per slot write (bounded work per step).
+ * - Timers run on the monotonic clock; state timestamps and commit times use the wall clock.
+ */
+import { randomUUID } from "node:crypto";
+import { slotOf, type Ownership } from "../cluster/ownership.ts";
+import {
+  DEFAULT_GROUP_COORDINATOR_CONFIG,
+  GroupCoordinatorState,
+  type DescribedGroup,
+  type GroupCoordinatorConfig,
+  type GroupEffect,
+  type JoinGroupInput,
+  type JoinGroupOutcome,
+  type LeaveGroupOutcome,
+  type ListedGroup,
+  type MemberIdentity,
+  type PersistedGroup,
+  type SyncGroupInput,
+  type SyncGroupOutcome,
+} from "../domain/groups/group-coordinator-state.ts";
+import type { OffsetCommitEntry, OffsetSlot, TopicPartitionRef } from "../domain/groups/offsets.ts";
+import { FatalError } from "../errors/errors.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Fs } from "../platform/fs.ts";
+import type { Logger } from "../platform/logger.ts";
+import { OffsetStore } from "../storage/offset-store.ts";
+import { KeyedTimers } from "./group-timers.ts";
+
+/** offset.metadata.max.bytes (Apache's default). */
+export const OFFSET_METADATA_MAX_BYTES = 4096;
+/** offsets.retention.check.interval.ms (Apache's default). */
+export const OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000;
+/** Offsets expired per slot write by the sweep. */
+export const SWEEP_BATCH_MAX = 10_000;
+
+export interface GroupCoordinatorOptions extends Partial<GroupCoordinatorConfig> {
+  offsetsRetentionMs?: number;
+  offsetsRetentionCheckIntervalMs?: number;
+  offsetMetadataMaxBytes?: number;
+  sweepBatchMax?: number;
+  /** Start the periodic expiry sweep (tests call sweepExpiredOffsets themselves). */
+  sweep?: boolean;
+  newUuid?: () => string;
+}
+
+export interface GroupCoordinatorDeps {
+  fs: Fs;
+  clock: Clock;
+  log: Logger;
+  dataDir: string;
+  ownership: Ownership;
+  options?: GroupCoordinatorOptions;
+}
+
+export interface OffsetCommitPartitionInput {
+  topic: string;
+  partition: number;
+  offset: number;
+  leaderEpoch: number;
+  metadata: string | null;
+  /** OffsetCommit v1 only; -1 means "now". */
+  commitTimestampMs: number;
+}
+
+export interface OffsetCommitInput {
+  groupId: string;
+  memberId: string;
+  groupInstanceId: string | null;
+  generationId: number;
+  /** OffsetCommit v2-v4; -1 means offsets.retention.minutes. */
+  retentionTimeMs: number;
+  apiVersion: number;
+  partitions: readonly OffsetCommitPartitionInput[];
+}
+
+export interface FetchedOffset {
+  partition: number;
+  offset: number;
+  leaderEpoch: number;
+  metadata: string;
+  errorCode: number;
+}
+
+export interface OffsetFetchOutcome {
+  errorCode: number;
+  topics: { name: string; partitions: FetchedOffset[] }[];
+}
+
+export interface StagedOffsetInput {
+  topic: string;
+  partition: number;
+  offset: number;
+  leaderEpoch: number;
+  metadata: string | null;
+}
+
+type Resolver<T> = (value: T) => void;
+
+export class GroupCoordinator {
+  private readonly timers: KeyedTimers;
+  private readonly joinWaiters = new Map<number, Resolver<JoinGroupOutcome>>();
+  private readonly syncWaiters = new Map<number, Resolver<SyncGroupOutcome>>();
+  private nextWaiter = 1;
+  /** Groups whose durable record must be rewritten, by slot; one queued store change per slot drains each set. */
+  private readonly dirty = new Map<number, Set<string>>();
+  private sweepTimer: ReturnType<typeof setInterval> | undefined;
+  private sweeping: Promise<number> | undefined;
+  private closed = false;
+  readonly retentionMs: number;
+  private readonly metadataMaxBytes: number;
+  private readonly sweepBatchMax: number;
+
+  private constructor(
+    private readonly deps: GroupCoordinatorDeps,
+    readonly state: GroupCoordinatorState,
+    readonly store: OffsetStore,
+    options: GroupCoordinatorOptions,
+  ) {
+    this.timers = new KeyedTimers(() => deps.clock.monotonicMs(), (key, error) => deps.log.error("group timer failed", { key, error: String(error) }));
+    this.retentionMs = options.offsetsRetentionMs ?? 7 * 24 * 60 * 60 * 1000;
+    this.metadataMaxBytes = options.offsetMetadataMaxBytes ?? OFFSET_METADATA_MAX_BYTES;
+    this.sweepBatchMax = options.sweepBatchMax ?? SWEEP_BATCH_MAX;
+  }
+
+  /** Loads every offsets slot (CorruptStateError for a damaged one) and restores the groups it records. */
+  static async open(deps: GroupCoordinatorDeps): Promise<GroupCoordinator> {
+    const options = deps.options ?? {};
+    const config: GroupCoordinatorConfig = {
+      initialRebalanceDelayMs: options.initialRebalanceDelayMs ?? DEFAULT_GROUP_COORDINATOR_CONFIG.initialRebalanceDelayMs,
+      newMemberJoinTimeoutMs: options.newMemberJoinTimeoutMs ?? DEFAULT_GROUP_COORDINATOR_CONFIG.newMemberJoinTimeoutMs,
+      minSessionTimeoutMs: options.minSessionTimeoutMs ?? DEFAULT_GROUP_COORDINATOR_CONFIG.minSessionTimeoutMs,
+      maxSessionTimeoutMs: options.maxSessionTimeoutMs ?? DEFAULT_GROUP_COORDINATOR_CONFIG.maxSessionTimeoutMs,
+      maxSize: options.maxSize ?? DEFAULT_GROUP_COORDINATOR_CONFIG.maxSize,
+    };
+    const state = new GroupCoordinatorState(config, options.newUuid ?? randomUUID);
+    let coordinator: GroupCoordinator | undefined;
+    const store = await OffsetStore.open(deps.fs, deps.dataDir, {
+      onWriteFailed: (slot, error) => coordinator?.reconcile(slot, error),
+    });
+    coordinator = new GroupCoordinator(deps, state, store, options);
+    const nowMs = deps.clock.nowMs();
+    const records: PersistedGroup[] = [];
+    for (let slot = 0; slot < store.slotCount; slot++) {
+      for (const [groupId, g] of store.slot(slot).groups) {
+        // Offsets without a record (not written by this build, but harmless) belong to a simple group.
+        records.push(g.record ?? simpleGroupRecord(groupId, nowMs));
+      }
+    }
+    state.load(records, nowMs);
+    if (records.length > 0) deps.log.info("loaded consumer groups", { groups: records.length });
+    if (options.sweep !== false) coordinator.startSweep(options.offsetsRetentionCheckIntervalMs ?? OFFSETS_RETENTION_CHECK_INTERVAL_MS);
+    return coordinator;
+  }
+
+  // ---- ownership -------------------------------------------------------------------------------
+
+  slotOf(groupId: string): number {
+    return slotOf(groupId);
+  }
+
+  /** Whether this broker coordinates the group (owns its slot). */
+  isCoordinatorFor(groupId: string): boolean {
+    if (this.closed) return false;
+    return this.deps.ownership.slotOwner("group", slotOf(groupId)) === this.deps.ownership.selfId;
+  }
+
+  // ---- membership ------------------------------------------------------------------------------
+
+  joinGroup(input: JoinGroupInput): Promise<JoinGroupOutcome> {
+    if (!this.isCoordinatorFor(input.groupId)) {
+      return Promise.resolve(errorJoin(input.memberId, ErrorCode.NOT_COORDINATOR));
+    }
+    const waiter = this.nextWaiter++;
+    const answered = new Promise<JoinGroupOutcome>((resolve) => this.joinWaiters.set(waiter, resolve));
+    this.apply(this.state.joinGroup(input, waiter, this.deps.clock.nowMs()));
+    return answered;
+  }
+
+  syncGroup(input: SyncGroupInput): Promise<SyncGroupOutcome> {
+    if (!this.isCoordinatorFor(input.groupId)) {
+      return Promise.resolve({ errorCode: ErrorCode.NOT_COORDINATOR, protocolType: null, protocolName: null, assignment: new Uint8Array(0) });
+    }
+    const waiter = this.nextWaiter++;
+    const answered = new Promise<SyncGroupOutcome>((resolve) => this.syncWaiters.set(waiter, resolve));
+    this.apply(this.state.syncGroup(input, waiter, this.deps.clock.nowMs()));
+    return answered;
+  }
+
+  heartbeat(input: { groupId: string; memberId: string; groupInstanceId: string | null; generationId: number }): number {
+    if (!this.isCoordinatorFor(input.groupId)) return ErrorCode.NOT_COORDINATOR;
+    const { errorCode, effects } = this.state.heartbeat(input, this.deps.clock.nowMs());
+    this.apply(effects);
+    return errorCode;
+  }
+
+  leaveGroup(groupId: string, members: readonly MemberIdentity[]): LeaveGroupOutcome {
+    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, members: [] };
+    const { effects, ...outcome } = this.state.leaveGroup(groupId, members, this.deps.clock.nowMs());
+    this.apply(effects);
+    return outcome;
+  }
+
+  /** A group described (an unknown one as Dead, as Apache does), or NOT_COORDINATOR. */
+  describeGroup(groupId: string): { errorCode: typeof ErrorCode.NONE; group: DescribedGroup } | { errorCode: number; group: null } {
+    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, group: null };
+    return { errorCode: ErrorCode.NONE, group: this.state.describeGroup(groupId) };
+  }
+
+  /** The groups of the slots this broker owns. */
+  listGroups(statesFilter: readonly string[], typesFilter: readonly string[]): ListedGroup[] {
+    return this.state.listGroups(statesFilter, typesFilter).filter((g) => this.isCoordinatorFor(g.groupId));
+  }
+
+  /** DeleteGroups: every group validated and removed, then the removals made durable, per slot. */
+  async deleteGroups(groupIds: readonly string[]): Promise<{ groupId: string; errorCode: number }[]> {
+    const results: { groupId: string; errorCode: number }[] = groupIds.map((groupId) => ({ groupId, errorCode: ErrorCode.NONE }));
+    const bySlot = new Map<number, string[]>();
+    for (const r of results) {
+      if (!this.isCoordinatorFor(r.groupId)) {
+        r.errorCode = ErrorCode.NOT_COORDINATOR;
+        continue;
+      }
+      r.errorCode = this.state.validateDeleteGroup(r.groupId);
+      if (r.errorCode !== ErrorCode.NONE) continue;
+      this.apply(this.state.deleteGroup(r.groupId, this.deps.clock.nowMs()).effects);
+      const slot = slotOf(r.groupId);
+      bySlot.set(slot, [...(bySlot.get(slot) ?? []), r.groupId]);
+    }
+    await Promise.all(
+      [...bySlot].map(async ([slot, ids]) => {
+        try {
+          await this.store.mutate(slot, (draft) => {
+            for (const id of ids) draft.deleteGroup(id);
+          });
+        } catch (error) {
+          this.rethrowFatal(error);
+          for (const r of results) if (ids.includes(r.groupId)) r.errorCode = ErrorCode.NOT_COORDINATOR;
+        }
+      }),
+    );
+    return results;
+  }
+
+  // ---- offsets ---------------------------------------------------------------------------------
+
+  /** OffsetCommit for partitions the handler found to exist; resolves once durable, one error code per partition. */
+  async commitOffsets(input: OffsetCommitInput): Promise<number[]> {
+    const all = (code: number): number[] => input.partitions.map(() => code);
+    if (!this.isCoordinatorFor(input.groupId)) return all(ErrorCode.NOT_COORDINATOR);
+    const nowMs = this.deps.clock.nowMs();
+    const { errorCode, effects } = this.state.validateOffsetCommit(
+      { groupId: input.groupId, memberId: input.memberId, groupInstanceId: input.groupInstanceId, generationId: input.generationId, apiVersion: input.apiVersion },
+      nowMs,
+    );
+    this.apply(effects);
+    if (errorCode !== ErrorCode.NONE) return all(errorCode);
+    const expireTimestampMs = input.retentionTimeMs === -1 ? null : nowMs + input.retentionTimeMs;
+    const results = all(ErrorCode.NONE);
+    const entries: OffsetCommitEntry[] = [];
+    const positions: number[] = [];
+    input.partitions.forEach((p, i) => {
+      // Apache compares the metadata's length in UTF-16 units (Java's String.length), as does JavaScript's.
+      if (p.metadata !== null && p.metadata.length > this.metadataMaxBytes) {
+        results[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE;
+        return;
+      }
+      entries.push({
+        topic: p.topic,
+        partition: p.partition,
+        offset: p.offset,
+        leaderEpoch: p.leaderEpoch,
+        metadata: p.metadata ?? "",
+        commitTimestampMs: p.commitTimestampMs === -1 ? nowMs : p.commitTimestampMs,
+        expireTimestampMs,
+      });
+      positions.push(i);
+    });
+    if (entries.length === 0) return results;
+    try {
+      const codes = await this.store.mutate(slotOf(input.groupId), (draft) => draft.commit(input.groupId, entries));
+      codes.forEach((code, j) => (results[positions[j]!] = code));
+    } catch (error) {
+      this.rethrowFatal(error);
+      // Apache answers a failed write to the coordinator's log (KAFKA_STORAGE_ERROR) with NOT_COORDINATOR.
+      for (const i of positions) results[i] = ErrorCode.NOT_COORDINATOR;
+    }
+    return results;
+  }
+
+  /**
+   * OffsetFetch of one group: the committed offsets of the requested partitions (offset -1 and metadata ""
+   * for those without), or of every partition with one when `topics` is null. With `requireStable`, a
+   * partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT.
+   */
+  async fetchOffsets(groupId: string, topics: readonly { name: string; partitions: readonly number[] }[] | null, requireStable: boolean): Promise<OffsetFetchOutcome> {
+    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, topics: [] };
+    const slotIndex = slotOf(groupId);
+    if (requireStable) {
+      // Let the writes queued before this fetch land first (Apache serves require_stable through its write path).
+      await this.store.mutate(slotIndex, () => undefined).catch((error: unknown) => this.rethrowFatal(error));
+    }
+    const slot = this.store.slot(slotIndex);
+    const groupExists = this.state.hasGroup(groupId);
+    const fetched = (topic: string, partition: number): FetchedOffset => {
+      if (requireStable && slot.hasPendingTransactionalOffset(groupId, topic, partition)) {
+        return { partition, offset: -1, leaderEpoch: -1, metadata: "", errorCode: ErrorCode.UNSTABLE_OFFSET_COMMIT };
+      }
+      const committed = groupExists ? slot.committed(groupId, topic, partition) : undefined;
+      if (committed === undefined) return { partition, offset: -1, leaderEpoch: -1, metadata: "", errorCode: ErrorCode.NONE };
+      return { partition, offset: committed.offset, leaderEpoch: committed.leaderEpoch, metadata: committed.metadata, errorCode: ErrorCode.NONE };
+    };
+    if (topics === null) {
+      if (!groupExists) return { errorCode: ErrorCode.NONE, topics: [] };
+      return {
+        errorCode: ErrorCode.NONE,
+        topics: [...slot.committedOfGroup(groupId)].map(([name, partitions]) => ({
+          name,
+          partitions: [...partitions.keys()].map((p) => fetched(name, p)),
+        })),
+      };
+    }
+    return { errorCode: ErrorCode.NONE, topics: topics.map((t) => ({ name: t.name, partitions: t.partitions.map((p) => fetched(t.name, p)) })) };
+  }
+
+  /**
+   * OffsetDelete for partitions the handler found to exist: a top-level error, or per partition NONE (the
+   * offset, and any staged for it, deleted durably) or GROUP_SUBSCRIBED_TO_TOPIC.
+   */
+  async deleteOffsets(groupId: string, topics: readonly { name: string; partitions: readonly number[] }[]): Promise<{ errorCode: number; topics: { name: string; partitions: { partition: number; errorCode: number }[] }[] }> {
+    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, topics: [] };
+    const errorCode = this.state.validateOffsetDelete(groupId);
+    if (errorCode !== ErrorCode.NONE) return { errorCode, topics: [] };
+    const doomed: TopicPartitionRef[] = [];
+    const answer = topics.map((t) => {
+      const subscribed = this.state.isSubscribedToTopic(groupId, t.name);
+      return {
+        name: t.name,
+        partitions: t.partitions.map((partition) => {
+          if (subscribed) return { partition, errorCode: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC };
+          doomed.push({ topic: t.name, partition });
+          return { partition, errorCode: ErrorCode.NONE };
+        }),
+      };
+    });
+    if (doomed.length > 0) {
+      try {
+        await this.store.mutate(slotOf(groupId), (draft) => draft.deleteOffsets(groupId, doomed));
+      } catch (error) {
+        this.rethrowFatal(error);
+        return { errorCode: ErrorCode.NOT_COORDINATOR, topics: [] };
+      }
+    }
+    return { errorCode: ErrorCode.NONE, topics: answer };
+  }
+
+  /** The durable offsets of a slot (introspection and tests). */
+  offsetsSlot(groupId: string): OffsetSlot {
+    return this.store.slot(slotOf(groupId));
+  }
+
+  // ---- transactional offsets (called by the transaction coordinator) --------------------------
+
+  /**
+   * The group checks of TxnOffsetCommit (KIP-447): generation and member as for OffsetCommit, without the
+   * REBALANCE_IN_PROGRESS check, ILLEGAL_GENERATION for an unknown group with a generation.
+   */
+  validateTransactionalOffsetCommit(input: { groupId: string; memberId: string; groupInstanceId: string | null; generationId: number; apiVersion: number }): number {
+    if (!this.isCoordinatorFor(input.groupId)) return ErrorCode.NOT_COORDINATOR;
+    const { errorCode, effects } = this.state.validateOffsetCommit({ ...input, transactional: true }, this.deps.clock.nowMs());
+    this.apply(effects);
+    return errorCode;
+  }
+
+  /** Stages offsets of `producerId`'s open transaction, durably; invisible to OffsetFetch until committed. */
+  async stageTransactionalOffsets(groupId: string, producerId: number, offsets: readonly StagedOffsetInput[]): Promise<number[]> {
+    const nowMs = this.deps.clock.nowMs();
+    const results: number[] = offsets.map(() => ErrorCode.NONE);
+    const entries: Omit<OffsetCommitEntry, "expireTimestampMs">[] = [];
+    const positions: number[] = [];
+    offsets.forEach((o, i) => {
+      if (o.metadata !== null && o.metadata.length > this.metadataMaxBytes) {
+        results[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE;
+        return;
+      }
+      entries.push({ topic: o.topic, partition: o.partition, offset: o.offset, leaderEpoch: o.leaderEpoch, metadata: o.metadata ?? "", commitTimestampMs: nowMs });
+      positions.push(i);
+    });
+    if (entries.length === 0) return results;
+    const codes = await this.store.mutate(slotOf(groupId), (draft) => draft.stage(groupId, producerId, entries));
+    codes.forEach((code, j) => (results[positions[j]!] = code));
+    return results;
+  }
+
+  /**
+   * Commits (or discards) what `producerId` staged for the group, durably; idempotent. Returns how many
+   * staged offsets there were.
+   */
+  completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number> {
+    return this.store.mutate(slotOf(groupId), (draft) => draft.completeTransaction(groupId, producerId, commit));
+  }
+
+  // ---- expiry ----------------------------------------------------------------------------------
+
+  /**
+   * One expiry pass over the slots this broker owns; returns how many offsets expired. Each slot is
+   * handled by store changes that expire at most `sweepBatchMax` offsets each; an Empty group left with no
+   * offsets and no open transaction is deleted (as Apache's cleanupGroupMetadata).
+   */
+  sweepExpiredOffsets(): Promise<number> {
+    this.sweeping ??= this.sweepNow().finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async sweepNow(): Promise<number> {
+    let total = 0;
+    const groupsBySlot = new Map<number, Set<string>>();
+    const add = (groupId: string) => {
+      const slot = slotOf(groupId);
+      if (!this.isCoordinatorFor(groupId)) return;
+      let ids = groupsBySlot.get(slot);
+      if (ids === undefined) groupsBySlot.set(slot, (ids = new Set()));
+      ids.add(groupId);
+    };
+    for (const groupId of this.state.groupIds()) add(groupId);
+    for (let slot = 0; slot < this.store.slotCount; slot++) for (const groupId of this.store.slot(slot).groups.keys()) add(groupId);
+    for (const [slot, ids] of groupsBySlot) {
+      const pending = [...ids];
+      while (pending.length > 0 && !this.closed) {
+        const expired = await this.store
+          .mutate(slot, (draft) => {
+            let budget = this.sweepBatchMax;
+            let count = 0;
+            while (pending.length > 0 && budget > 0) {
+              const groupId = pending[0]!;
+              const view = this.state.offsetExpiryView(groupId);
+              const { expired, allExpired } = draft.expireGroupOffsets(groupId, view, this.deps.clock.nowMs(), this.retentionMs, budget);
+              count += expired;
+              budget -= expired;
+              if (budget <= 0 && !allExpired) break; // more of this group next time
+              pending.shift();
+              if (allExpired && view !== undefined && view.state === "Empty") {
+                const { deleted, effects } = this.state.deleteGroup(groupId, this.deps.clock.nowMs());
+                this.apply(effects);
+                if (deleted) {
+                  draft.deleteGroup(groupId);
+                  this.deps.log.info("deleted expired group", { groupId });
+                }
+              }
+            }
+            return count;
+          })
+          .catch((error: unknown) => {
+            this.rethrowFatal(error);
+            this.deps.log.warn("offset expiry could not be written", { slot, error: String(error) });
+            pending.length = 0;
+            return 0;
+          });
+        total += expired;
+      }
+    }
+    if (total > 0) this.deps.log.info("expired offsets", { count: total });
+    return total;
+  }
+
+  private startSweep(intervalMs: number): void {
+    this.sweepTimer = setInterval(() => {
+      this.sweepExpiredOffsets().catch((error: unknown) => this.backgroundFailure(error));
+    }, intervalMs);
+    (this.sweepTimer as { unref?: () => void }).unref?.();
+  }
+
+  // ---- timers and effects ----------------------------------------------------------------------
+
+  /** Runs the timers that are due (tests with a manual clock call this after moving it). */
+  runDueTimers(): number {
+    return this.timers.runDue();
+  }
+
+  /** How many timers are armed (tests). */
+  get timerCount(): number {
+    return this.timers.size;
+  }
+
+  private apply(effects: readonly GroupEffect[]): void {
+    for (const e of effects) {
+      switch (e.kind) {
+        case "join-response": {
+          const resolve = this.joinWaiters.get(e.waiter);
+          this.joinWaiters.delete(e.waiter);
+          resolve?.(e.response);
+          break;
+        }
+        case "sync-response": {
+          const resolve = this.syncWaiters.get(e.waiter);
+          this.syncWaiters.delete(e.waiter);
+          resolve?.(e.response);
+          break;
+        }
+        case "schedule":
+          this.timers.schedule(e.key, e.delayMs, () => this.apply(this.state.onTimer(e.timer, this.deps.clock.nowMs())));
+          break;
+        case "cancel":
+          this.timers.cancel(e.key);
+          break;
+        case "persist":
+          this.persistRecord(e.groupId);
+          break;
+      }
+    }
+  }
+
+  /** Queues a background rewrite of the group's record, coalesced per slot. */
+  private persistRecord(groupId: string): void {
+    if (this.closed) return;
+    const slot = slotOf(groupId);
+    let ids = this.dirty.get(slot);
+    if (ids !== undefined) {
+      ids.add(groupId);
+      return;
+    }
+    this.dirty.set(slot, (ids = new Set([groupId])));
+    this.store
+      .mutate(slot, (draft) => {
+        const batch = this.dirty.get(slot) ?? new Set<string>();
+        this.dirty.delete(slot);
+        for (const id of batch) draft.setRecord(id, this.state.persistedRecord(id));
+      })
+      .catch((error: unknown) => {
+        this.dirty.delete(slot);
+        this.backgroundFailure(error);
+      });
+  }
+
+  /**
+   * A slot write failed without being fatal: the slot kept its durable state. Groups this coordinator
+   * removed in that write (DeleteGroups, expiry) are still on disk, so they come back, Empty.
+   */
+  private reconcile(slot: number, error: unknown): void {
+    this.deps.log.warn("group state write failed; the slot keeps its durable state", { slot, error: String(error) });
+    const missing: PersistedGroup[] = [];
+    for (const [groupId, g] of this.store.slot(slot).groups) {
+      if (!this.state.hasGroup(groupId)) missing.push(g.record ?? simpleGroupRecord(groupId, this.deps.clock.nowMs()));
+    }
+    this.state.load(missing, this.deps.clock.nowMs());
+  }
+
+  private backgroundFailure(error: unknown): void {
+    if (error instanceof FatalError) {
+      this.deps.log.error("group state cannot be made durable", { error: String(error) });
+      // Out of any request: the process must stop (main.ts exits on an uncaught FatalError).
+      queueMicrotask(() => {
+        throw error;
+      });
+      return;
+    }
+    if (!this.closed) this.deps.log.warn("group state write failed", { error: String(error) });
+  }
+
+  private rethrowFatal(error: unknown): void {
+    if (error instanceof FatalError) throw error;
+  }
+
+  /** Answers every parked request NOT_COORDINATOR, stops the timers and the sweep, waits for writes. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.apply(this.state.shutdown(ErrorCode.NOT_COORDINATOR));
+    this.closed = true;
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    this.timers.close();
+    await this.sweeping?.catch(() => undefined);
+    await this.store.close();
+  }
+}
+
+function errorJoin(memberId: string, errorCode: number): JoinGroupOutcome {
+  return { errorCode, generationId: -1, protocolType: null, protocolName: null, leader: "", skipAssignment: false, memberId, members: [] };
+}
+
+function simpleGroupRecord(groupId: string, nowMs: number): PersistedGroup {
+  return { groupId, protocolType: null, protocolName: null, generationId: 0, leaderId: null, state: "Empty", stateTimestampMs: nowMs };
+}
