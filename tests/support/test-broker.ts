@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBroker, type Broker } from "../../src/broker/broker.ts";
+import type { GroupCoordinatorOptions } from "../../src/broker/group-coordinator.ts";
 import { defaultBrokerConfig, type BrokerConfig } from "../../src/broker/config.ts";
 import { startKafkaListener, type KafkaListener } from "../../src/net/kafka-listener.ts";
 import { systemClock, type Clock } from "../../src/platform/clock.ts";
@@ -25,7 +26,7 @@ export interface TestBroker {
 
 export async function startTestBroker(
   overrides: Partial<BrokerConfig> = {},
-  opts: { fs?: Fs; clock?: Clock; log?: Logger; keepDataDir?: boolean } = {},
+  opts: { fs?: Fs; clock?: Clock; log?: Logger; keepDataDir?: boolean; groups?: GroupCoordinatorOptions } = {},
 ): Promise<TestBroker> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "bunka-test-"));
   const log = opts.log ?? (process.env.BUNKA_TEST_LOG ? createLogger({ format: "text", level: "debug" }) : silentLogger);
@@ -33,7 +34,7 @@ export async function startTestBroker(
   let port = 0;
 
   const start = async () => {
-    const broker = await createBroker({ config: { ...config, listenPort: port }, fs: opts.fs ?? nodeFs, clock: opts.clock ?? systemClock, log });
+    const broker = await createBroker({ config: { ...config, listenPort: port }, fs: opts.fs ?? nodeFs, clock: opts.clock ?? systemClock, log, groups: opts.groups });
     const listener = await startKafkaListener({
       host: config.listenHost,
       port,
