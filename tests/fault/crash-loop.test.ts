@@ -28,32 +28,20 @@
  *   CRASH_KILLS=100 bun test tests/fault/crash-loop.test.ts     # more kills (default 30)
  *   CRASH_SEED=1234 ...                                          # another seed ("random" picks one)
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { runKafkaTool } from "../support/apache-kafka.ts";
 import { buildBatch } from "../support/batch-builder.ts";
-import {
-  BunkaProcess,
-  CAN_RUN_BINARY,
-  killAllBunkaProcesses,
-  privateBinaryCopy,
-  removeTempDir,
-  startAndKill,
-  withBrokerLog,
-} from "../support/binary.ts";
+import { BunkaProcess, CAN_RUN_BINARY, withBrokerLog } from "../support/binary.ts";
+import { faultTestDir, killDuringStartup, stopBroker } from "../support/fault-support.ts";
+import { envSeed } from "../support/fuzz-support.ts";
 import { seededRandom } from "../support/random.ts";
 import { readPartitionFully, utf8, type DecodedRecord } from "../support/record-decoder.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? 30);
-const SEED =
-  process.env.CRASH_SEED === "random"
-    ? (Math.random() * 2 ** 32) >>> 0
-    : process.env.CRASH_SEED !== undefined
-      ? Number(process.env.CRASH_SEED) >>> 0
-      : 0xc4a5_1001;
+const SEED = envSeed("CRASH_SEED", 0xc4a5_1001);
 
 const TOPICS = [
   { name: "crash-rolling", partitions: 3, configs: [{ name: "segment.bytes", value: String(64 * 1024) }] },
@@ -70,21 +58,13 @@ const KILL_DURING_STARTUP_P = 0.2;
 /** A request unanswered this long on a live broker is a failure (not a MAYBE). */
 const REQUEST_TIMEOUT_MS = 30_000;
 
-const tmpRoot = mkdtempSync(join(tmpdir(), "bunka-crash-loop-"));
-const dataDir = join(tmpRoot, "data");
-const logFile = join(tmpRoot, "bunka.stderr.log");
-let binary = "";
 const clients: WireClient[] = [];
-
-beforeAll(async () => {
-  if (CAN_RUN_BINARY) binary = await privateBinaryCopy(tmpRoot);
-}, 300_000);
-
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await killAllBunkaProcesses();
-  removeTempDir(tmpRoot);
+const fault = faultTestDir("bunka-crash-loop-", {
+  cleanup: () => {
+    for (const c of clients) c.close();
+  },
 });
+const { dataDir, logFile } = fault;
 
 // ---------------------------------------------------------------------------------------------
 // What the generator sent
@@ -156,7 +136,7 @@ async function connection(i: number): Promise<WireClient> {
 }
 
 async function startBroker(port = 0): Promise<BunkaProcess> {
-  return await BunkaProcess.start({ binary, dataDir, logFile, port });
+  return await BunkaProcess.start(fault.startOptions(port));
 }
 
 const problems: string[] = [];
@@ -353,23 +333,16 @@ test.skipIf(!CAN_RUN_BINARY)(
       // What was acknowledged before the stop must still be there after it.
       const ackedBefore = new Map(lanes.map((l) => [`${l.topic}-${l.partition}`, l.ackedEnd]));
       markDown();
-      if (rng.next() < GRACEFUL_STOP_P || round === 2) {
-        // Now and then a clean stop, so that kills also land on logs opened from a clean-shutdown checkpoint.
-        const code = await broker.kill("SIGTERM");
-        if (code !== 0) throw new Error(`round ${round}: SIGTERM exited ${code}:\n${readFileSync(logFile, "utf8").slice(-3000)}`);
-        gracefulStops++;
-      } else {
-        await broker.kill("SIGKILL");
-        kills++;
-      }
+      // Now and then a clean stop, so that kills also land on logs opened from a clean-shutdown checkpoint.
+      const graceful = rng.next() < GRACEFUL_STOP_P || round === 2;
+      await stopBroker(broker, graceful, logFile, `round ${round}: `);
+      if (graceful) gracefulStops++;
+      else kills++;
       const sizesAfterStop = segmentSizes();
 
       if (rng.next() < KILL_DURING_STARTUP_P) {
         // A crash in the middle of recovery must leave a directory the next start recovers.
-        const interrupted = await startAndKill({ binary, dataDir, logFile, port: broker.port }, rng.int(0, 150));
-        if (interrupted.exitedBeforeKill && !interrupted.bindFailed) {
-          throw new Error(`round ${round}: the broker exited ${interrupted.exitCode} during start-up:\n${interrupted.stderr.slice(-3000)}`);
-        }
+        await killDuringStartup(fault.startOptions(broker.port), rng.int(0, 150), `round ${round}: `);
         killsDuringStartup++;
         kills++;
       }

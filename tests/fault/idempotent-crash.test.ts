@@ -23,31 +23,19 @@
  *                                       # more kills (default 8; kills stop when both clients are done)
  *   CRASH_SEED=1234 ...                                                  # another seed ("random" picks one)
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT, runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
-import {
-  BunkaProcess,
-  CAN_RUN_BINARY,
-  killAllBunkaProcesses,
-  privateBinaryCopy,
-  removeTempDir,
-  startAndKill,
-  withBrokerLog,
-} from "../support/binary.ts";
+import { BunkaProcess, CAN_RUN_BINARY, withBrokerLog } from "../support/binary.ts";
+import { faultTestDir, killDuringStartup, stopBroker } from "../support/fault-support.ts";
+import { envSeed } from "../support/fuzz-support.ts";
 import { seededRandom } from "../support/random.ts";
 import { readPartitionFully, utf8, type PartitionContents } from "../support/record-decoder.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const KILLS = Number(process.env.IDEMPOTENT_KILLS ?? 8);
-const SEED =
-  process.env.CRASH_SEED === "random"
-    ? (Math.random() * 2 ** 32) >>> 0
-    : process.env.CRASH_SEED !== undefined
-      ? Number(process.env.CRASH_SEED) >>> 0
-      : 0x1de4_0005;
+const SEED = envSeed("CRASH_SEED", 0x1de4_0005);
 const RECORDS = Number(process.env.IDEMPOTENT_RECORDS ?? 20_000);
 const RATE_PER_S = 2_000;
 /** Time between a restart and the next kill. */
@@ -76,24 +64,17 @@ const SEQUENCE_TROUBLE = new RegExp(
   "i",
 );
 
-const tmpRoot = mkdtempSync(join(tmpdir(), "bunka-idempotent-crash-"));
-const dataDir = join(tmpRoot, "data");
-const logFile = join(tmpRoot, "bunka.stderr.log");
-let binary = "";
 const children = new Set<Bun.Subprocess>();
-
-beforeAll(async () => {
-  if (!CAN_RUN_BINARY) return;
-  binary = await privateBinaryCopy(tmpRoot);
-  if (!existsSync(VENV_PYTHON)) await installVenv();
-}, 300_000);
-
-afterAll(async () => {
-  for (const child of children) child.kill("SIGKILL");
-  await Promise.all([...children].map((c) => c.exited));
-  await killAllBunkaProcesses();
-  removeTempDir(tmpRoot);
+const fault = faultTestDir("bunka-idempotent-crash-", {
+  setup: async () => {
+    if (!existsSync(VENV_PYTHON)) await installVenv();
+  },
+  cleanup: async () => {
+    for (const child of children) child.kill("SIGKILL");
+    await Promise.all([...children].map((c) => c.exited));
+  },
 });
+const { tmpRoot, logFile } = fault;
 
 /** The same venv scripts/install-interop-clients.sh makes (used when that script has not run). */
 async function installVenv(): Promise<void> {
@@ -219,7 +200,7 @@ test.skipIf(!CAN_RUN_BINARY)(
     const startedMs = Date.now();
     console.log(`idempotent-crash: seed ${SEED} (CRASH_SEED), ${KILLS} kills (IDEMPOTENT_KILLS)`);
     const rng = seededRandom(SEED);
-    let broker = await BunkaProcess.start({ binary, dataDir, logFile });
+    let broker = await BunkaProcess.start(fault.startOptions());
     const port = broker.port;
     const bootstrap = `127.0.0.1:${port}`;
     await createTopics(port);
@@ -265,25 +246,18 @@ test.skipIf(!CAN_RUN_BINARY)(
       if (javaDone && pyDone) break;
       // The second stop is always clean, whatever the seed: CI must cover a rebuild from snapshot + log.
       stops++;
-      if (rng.next() < GRACEFUL_STOP_P || stops === 2) {
-        // A clean stop writes the producer-state snapshot: the kills after it rebuild from snapshot + log.
-        const code = await broker.kill("SIGTERM");
-        if (code !== 0) throw new Error(`SIGTERM exited ${code}:\n${readFileSync(logFile, "utf8").slice(-3000)}`);
-        gracefulStops++;
-      } else {
-        await broker.kill("SIGKILL");
-        kills++;
-      }
+      // A clean stop writes the producer-state snapshot: the kills after it rebuild from snapshot + log.
+      const graceful = rng.next() < GRACEFUL_STOP_P || stops === 2;
+      await stopBroker(broker, graceful, logFile);
+      if (graceful) gracefulStops++;
+      else kills++;
       if (rng.next() < KILL_DURING_STARTUP_P) {
-        const interrupted = await startAndKill({ binary, dataDir, logFile, port }, rng.int(0, 150));
-        if (interrupted.exitedBeforeKill && !interrupted.bindFailed) {
-          throw new Error(`the broker exited ${interrupted.exitCode} during start-up:\n${interrupted.stderr.slice(-3000)}`);
-        }
+        await killDuringStartup(fault.startOptions(port), rng.int(0, 150));
         killsDuringStartup++;
         kills++;
       }
       // Throws, with the broker's stderr, if recovery refuses the directory.
-      broker = await BunkaProcess.start({ binary, dataDir, logFile, port });
+      broker = await BunkaProcess.start(fault.startOptions(port));
       startupMs.push(broker.startupMs);
     }
     const [javaResult, pyResult] = await bothDone;

@@ -25,9 +25,6 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { memoryUsage as jscMemoryUsage } from "bun:jsc";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { readSchema } from "../../scripts/gen-protocol.ts";
 import { DecodeError } from "../../src/errors/errors.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { apiCodecs, apiCodecsByKey } from "../../src/protocol/generated/index.ts";
@@ -36,19 +33,15 @@ import { decodeResponseHeader } from "../../src/protocol/generated/response-head
 import { parseRequestFrame, requestHeaderVersion, responseHeaderVersion } from "../../src/protocol/header.ts";
 import { Reader } from "../../src/protocol/reader.ts";
 import { Writer } from "../../src/protocol/writer.ts";
-import type { Logger } from "../../src/platform/logger.ts";
+import { errorCapturingLogger } from "../support/capturing-logger.ts";
+import { caseRandom, envSeed, fromHex, goldenEntries, ONLY_CASE, splice, toHex } from "../support/fuzz-support.ts";
 import { seededRandom } from "../support/random.ts";
+import { SchemaMessage, type Random, type ValueSource } from "../support/schema-messages.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TOTAL_CASES = Number(process.env.FUZZ_WIRE_CASES ?? 5_000);
-const SEED =
-  process.env.FUZZ_SEED === "random"
-    ? (Math.random() * 2 ** 32) >>> 0
-    : process.env.FUZZ_SEED !== undefined
-      ? Number(process.env.FUZZ_SEED) >>> 0
-      : 0x5eed_f022;
-const ONLY_CASE = process.env.FUZZ_CASE === undefined ? undefined : Number(process.env.FUZZ_CASE);
+const SEED = envSeed("FUZZ_SEED", 0x5eed_f022);
 /** Connections fuzzed at the same time; each is replaced when the server closes it. */
 const WORKERS = 4;
 /** The healthy connection is checked every this many cases. */
@@ -63,9 +56,6 @@ const MiB = 1024 * 1024;
 
 const API_VERSIONS = 18;
 const PRODUCE = 0;
-const goldenDir = join(import.meta.dir, "../fixtures/golden");
-const schemaDir = join(import.meta.dir, "../../schemas/kafka/message");
-type Random = ReturnType<typeof seededRandom>;
 
 // ------------------------------------------------------------------------------------------ seeds
 
@@ -161,86 +151,24 @@ const servedBodies: Record<number, { name: string; body: (version: number) => un
   ],
 };
 
-interface Field {
-  name: string;
-  type: string;
-  versions?: string;
-  nullableVersions?: string;
-  fields?: Field[];
-}
+/** Field values for random request bodies: small numbers, and names that exist now and then. */
+const bodyValues: ValueSource = {
+  bool: (rnd) => rnd.next() < 0.5,
+  int8: (rnd) => rnd.pick([0, 1, 2, 3, -1, 127]),
+  int16: (rnd) => rnd.pick([0, 1, -1, 3]),
+  uint16: (rnd) => rnd.pick([0, 1, -1, 3]),
+  int32: (rnd) => rnd.pick([0, 1, -1, 3, 1000]),
+  int64: (rnd) => rnd.pick([0, -1, 1, 1000]),
+  float64: () => 1.5,
+  string: (rnd) => rnd.pick(["fuzz-a", "fuzz-c", "retention.ms", "cleanup.policy", "1000", "", "x".repeat(rnd.int(1, 30))]),
+  uuid: (rnd) => rnd.pick([TOPIC_ID, "00000000-0000-0000-0000-000000000000"]),
+  bytes: (rnd) => new Uint8Array(rnd.int(0, 16)),
+  records: (rnd) => new Uint8Array(rnd.int(0, 16)),
+};
 
-function inRange(text: string | undefined, v: number): boolean {
-  if (text === undefined || text === "none") return false;
-  if (text.endsWith("+")) return v >= Number(text.slice(0, -1));
-  const dash = text.indexOf("-");
-  if (dash >= 0) return v >= Number(text.slice(0, dash)) && v <= Number(text.slice(dash + 1));
-  return v === Number(text);
-}
-
-/**
- * Random request bodies from the JSON schema, for registered APIs without hand-written seeds above (the
- * same reading of the schema as tests/fuzz/decoder.fuzz.test.ts), with names that exist now and then.
- */
+/** A random request body from the JSON schema, for registered APIs without hand-written seeds above. */
 function randomBody(apiName: string, version: number, rnd: Random): Record<string, unknown> {
-  const spec = readSchema(join(schemaDir, `${apiName}Request.json`));
-  const structs = new Map<string, Field[]>();
-  const collect = (fields: Field[]) => {
-    for (const f of fields) {
-      if (!f.fields) continue;
-      structs.set(f.type.replace("[]", ""), f.fields);
-      collect(f.fields);
-    }
-  };
-  for (const s of spec.commonStructs ?? []) {
-    structs.set(s.name, s.fields as Field[]);
-    collect(s.fields as Field[]);
-  }
-  collect(spec.fields as Field[]);
-  const scalar = (type: string, depth: number): unknown => {
-    switch (type) {
-      case "bool":
-        return rnd.next() < 0.5;
-      case "int8":
-        return rnd.pick([0, 1, 2, 3, -1, 127]);
-      case "int16":
-      case "uint16":
-        return rnd.pick([0, 1, -1, 3]);
-      case "int32":
-        return rnd.pick([0, 1, -1, 3, 1000]);
-      case "int64":
-        return rnd.pick([0, -1, 1, 1000]);
-      case "float64":
-        return 1.5;
-      case "string":
-        return rnd.pick(["fuzz-a", "fuzz-c", "retention.ms", "cleanup.policy", "1000", "", "x".repeat(rnd.int(1, 30))]);
-      case "uuid":
-        return rnd.pick([TOPIC_ID, "00000000-0000-0000-0000-000000000000"]);
-      case "bytes":
-      case "records":
-        return new Uint8Array(rnd.int(0, 16));
-      default:
-        return struct(structs.get(type)!, depth + 1);
-    }
-  };
-  const struct = (fields: Field[], depth: number): Record<string, unknown> => {
-    const out: Record<string, unknown> = {};
-    for (const f of fields) {
-      if (!inRange(f.versions ?? "0+", version)) continue;
-      const key = f.name.charAt(0).toLowerCase() + f.name.slice(1);
-      if (inRange(f.nullableVersions, version) && rnd.next() < 0.2) out[key] = null;
-      else if (f.type.startsWith("[]")) out[key] = Array.from({ length: depth > 3 ? 0 : rnd.int(0, 3) }, () => scalar(f.type.slice(2), depth));
-      else out[key] = scalar(f.type, depth);
-    }
-    return out;
-  };
-  return struct(spec.fields as Field[], 0);
-}
-
-interface GoldenEntry {
-  apiKey: number;
-  apiVersion: number;
-  client: string;
-  request: string;
+  return SchemaMessage.load(`${apiName}Request`).random(version, rnd, bodyValues);
 }
 
 /**
@@ -269,34 +197,17 @@ function buildSeeds(): Seed[] {
       }
     }
   }
-  if (existsSync(goldenDir)) {
-    for (const file of readdirSync(goldenDir).filter((f) => f.endsWith(".json")).sort()) {
-      for (const e of JSON.parse(readFileSync(join(goldenDir, file), "utf8")) as GoldenEntry[]) {
-        if (served.has(e.apiKey)) seeds.push({ origin: `golden ${file} ${e.client} key ${e.apiKey} v${e.apiVersion}`, bytes: fromHex(e.request) });
-      }
-    }
+  for (const { file, entry: e } of goldenEntries()) {
+    if (served.has(e.apiKey)) seeds.push({ origin: `golden ${file} ${e.client} key ${e.apiKey} v${e.apiVersion}`, bytes: fromHex(e.request) });
   }
   return seeds;
 }
-
-const fromHex = (hex: string) => new Uint8Array(Buffer.from(hex, "hex"));
-const toHex = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
 
 // ------------------------------------------------------------------------------------------ mutations
 
 const interestingBytes = [0x00, 0xff, 0x7f, 0x80, 0x01, 0xfe];
 const interesting16 = [-1, -2, -32768, 32767, 0, 1];
 const interesting32 = [-1, -2, -(2 ** 31), 2 ** 31 - 1, 2 ** 30, 10_000, 10_001, 0x10000, 0, 1];
-
-function splice(bytes: Uint8Array, at: number, remove: number, insert: ArrayLike<number>): Uint8Array {
-  const start = Math.min(at, bytes.length);
-  const end = Math.min(start + remove, bytes.length);
-  const out = new Uint8Array(bytes.length - (end - start) + insert.length);
-  out.set(bytes.subarray(0, start));
-  out.set(insert, start);
-  out.set(bytes.subarray(end), start + insert.length);
-  return out;
-}
 
 function mutateOnce(bytes: Uint8Array, rnd: Random): { bytes: Uint8Array; what: string } {
   const n = bytes.length;
@@ -384,12 +295,6 @@ function mutate(seed: Seed, rnd: Random): { bytes: Uint8Array; what: string } {
     what.push(m.what);
   }
   return { bytes, what: `${seed.origin}: ${what.join("; ")}` };
-}
-
-function caseRandom(index: number): Random {
-  let h = Math.imul(SEED ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(index + 1, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return seededRandom(h >>> 0);
 }
 
 function framed(frame: Uint8Array): Uint8Array {
@@ -490,16 +395,8 @@ function mustBeAnswered(request: Uint8Array, served: ReadonlySet<number>): boole
 
 // ------------------------------------------------------------------------------------------ the broker
 
-const handlerFailures: string[] = [];
 /** Keeps what matters here: handler failures (the dispatcher logs them at error level). */
-const capturingLogger: Logger = {
-  debug() {},
-  info() {},
-  warn() {},
-  error(message, fields) {
-    handlerFailures.push(`${message} ${JSON.stringify(fields)}`);
-  },
-};
+const { log: capturingLogger, errors: handlerFailures } = errorCapturingLogger();
 
 let broker: TestBroker;
 let healthy: WireClient;
@@ -646,7 +543,7 @@ describe(`mutated frames over the wire (seed ${SEED})`, () => {
         let client = await WireClient.connect(broker.port, "127.0.0.1", `fuzz-${w}`);
         for (let index = w; index < TOTAL_CASES; index += WORKERS) {
           if (ONLY_CASE !== undefined && index !== ONLY_CASE) continue;
-          const rnd = caseRandom(index);
+          const rnd = caseRandom(SEED, index);
           const count = rnd.next() < 0.15 ? rnd.int(2, 4) : 1;
           const mutated = Array.from({ length: count }, () => mutate(rnd.pick(seeds), rnd));
           const frames = mutated.map((m) => m.bytes);

@@ -24,9 +24,6 @@
  * A failure prints the seed, the case index, the mutations and the mutated frame in hex.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { readSchema } from "../../scripts/gen-protocol.ts";
 import { DecodeError } from "../../src/errors/errors.ts";
 import { apiCodecs, apiCodecsByKey, type ApiCodecs } from "../../src/protocol/generated/index.ts";
 import { encodeRequestHeader } from "../../src/protocol/generated/request-header.ts";
@@ -34,25 +31,16 @@ import { decodeResponseHeader, encodeResponseHeader } from "../../src/protocol/g
 import { parseRequestFrame, requestHeaderVersion, responseHeaderVersion } from "../../src/protocol/header.ts";
 import { Reader } from "../../src/protocol/reader.ts";
 import { Writer } from "../../src/protocol/writer.ts";
+import { caseRandom, envSeed, fromHex, goldenEntries, ONLY_CASE, splice, toHex } from "../support/fuzz-support.ts";
 import { seededRandom } from "../support/random.ts";
+import { SchemaMessage, uniformValues, type Random, type ValueSource } from "../support/schema-messages.ts";
 
 const TOTAL_CASES = Number(process.env.FUZZ_CASES ?? 100_000);
-const SEED =
-  process.env.FUZZ_SEED === "random"
-    ? (Math.random() * 2 ** 32) >>> 0
-    : process.env.FUZZ_SEED !== undefined
-      ? Number(process.env.FUZZ_SEED) >>> 0
-      : 0x5eed_f022;
-const ONLY_CASE = process.env.FUZZ_CASE === undefined ? undefined : Number(process.env.FUZZ_CASE);
+const SEED = envSeed("FUZZ_SEED", 0x5eed_f022);
 /** Random messages per (API, version, direction), besides the all-defaults one. */
 const RANDOM_SEEDS_PER_VERSION = 3;
 /** Failures reported per API before its test stops looking (one bug tends to fail thousands of cases). */
 const MAX_FAILURES_REPORTED = 8;
-
-const schemaDir = join(import.meta.dir, "../../schemas/kafka/message");
-const goldenDir = join(import.meta.dir, "../fixtures/golden");
-
-type Random = ReturnType<typeof seededRandom>;
 
 // ------------------------------------------------------------------------------------------ instrumentation
 
@@ -191,93 +179,14 @@ interface Seed {
   fields: FieldAt[];
 }
 
-interface Field {
-  name: string;
-  type: string;
-  versions?: string;
-  nullableVersions?: string;
-  fields?: Field[];
-}
-
-function inRange(text: string | undefined, v: number): boolean {
-  if (text === undefined || text === "none") return false;
-  if (text.endsWith("+")) return v >= Number(text.slice(0, -1));
-  const dash = text.indexOf("-");
-  if (dash >= 0) return v >= Number(text.slice(0, dash)) && v <= Number(text.slice(dash + 1));
-  return v === Number(text);
-}
-const camel = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
-
-/** Random messages from the schema (the same reading as tests/unit/protocol/round-trip.test.ts). */
-class MessageModel {
-  private readonly structs = new Map<string, Field[]>();
-  readonly fields: Field[];
-
-  constructor(name: string) {
-    const spec = readSchema(join(schemaDir, `${name}.json`));
-    this.fields = spec.fields as Field[];
-    const collect = (fields: Field[]) => {
-      for (const f of fields) {
-        if (!f.fields) continue;
-        this.structs.set(f.type.replace("[]", ""), f.fields);
-        collect(f.fields);
-      }
-    };
-    for (const s of spec.commonStructs ?? []) {
-      this.structs.set(s.name, s.fields as Field[]);
-      collect(s.fields as Field[]);
-    }
-    collect(this.fields);
-  }
-
-  private scalar(type: string, rnd: Random, version: number, depth: number): unknown {
-    switch (type) {
-      case "bool":
-        return rnd.next() < 0.5;
-      case "int8":
-        return rnd.int(-128, 127);
-      case "int16":
-        return rnd.pick([0, 1, -1, rnd.int(-32768, 32767)]);
-      case "uint16":
-        return rnd.int(0, 65535);
-      case "int32":
-        return rnd.pick([0, 1, -1, 3, rnd.int(-2147483648, 2147483647)]);
-      case "int64":
-        return rnd.pick([0, -1, rnd.int(-(2 ** 52), 2 ** 52)]);
-      case "float64":
-        return rnd.next() * 1e6;
-      case "string":
-        return rnd.pick(["", "a", "topic-1", "ünïcødé-✓", "x".repeat(rnd.int(0, 40))]);
-      case "uuid": {
-        const hex = Array.from({ length: 32 }, () => rnd.int(0, 15).toString(16)).join("");
-        return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-      }
-      case "bytes":
-      case "records":
-        return new Uint8Array(Array.from({ length: rnd.int(0, 40) }, () => rnd.int(0, 255)));
-      default:
-        return this.struct(this.structs.get(type)!, rnd, version, depth + 1);
-    }
-  }
-
-  struct(fields: Field[], rnd: Random, version: number, depth = 0): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const f of fields) {
-      if (!inRange(f.versions ?? "0+", version)) continue;
-      if (inRange(f.nullableVersions, version) && rnd.next() < 0.2) {
-        out[camel(f.name)] = null;
-        continue;
-      }
-      if (f.type.startsWith("[]")) {
-        const n = depth > 3 ? 0 : rnd.int(0, 3);
-        out[camel(f.name)] = Array.from({ length: n }, () => this.scalar(f.type.slice(2), rnd, version, depth));
-      } else {
-        out[camel(f.name)] = this.scalar(f.type, rnd, version, depth);
-      }
-    }
-    return out;
-  }
-}
+/** Field values for the random seeds: the uniform ones, but 0, 1 and -1 often, and strings up to 40 characters. */
+const seedValues: ValueSource = {
+  ...uniformValues,
+  int16: (rnd) => rnd.pick([0, 1, -1, rnd.int(-32768, 32767)]),
+  int32: (rnd) => rnd.pick([0, 1, -1, 3, rnd.int(-2147483648, 2147483647)]),
+  int64: (rnd) => rnd.pick([0, -1, rnd.int(-(2 ** 52), 2 ** 52)]),
+  string: (rnd) => rnd.pick(["", "a", "topic-1", "ünïcødé-✓", "x".repeat(rnd.int(0, 40))]),
+};
 
 function encodeRequestSeed(api: ApiCodecs, version: number, body: unknown, rnd: Random): Uint8Array {
   const w = new Writer(128);
@@ -323,14 +232,14 @@ function recordFields(seed: Omit<Seed, "fields">): FieldAt[] {
 
 function generatedSeeds(api: ApiCodecs, rnd: Random): Seed[] {
   const seeds: Seed[] = [];
-  const models = { request: new MessageModel(`${api.name}Request`), response: new MessageModel(`${api.name}Response`) };
+  const models = { request: SchemaMessage.load(`${api.name}Request`), response: SchemaMessage.load(`${api.name}Response`) };
   for (let version = api.minVersion; version <= api.maxVersion; version++) {
     const flexible = api.flexibleMinVersion >= 0 && version >= api.flexibleMinVersion;
     for (const direction of ["request", "response"] as const) {
       const model = models[direction];
       for (let i = 0; i <= RANDOM_SEEDS_PER_VERSION; i++) {
         // The first message of each version has every field at its default (empty arrays, empty strings).
-        const body: Record<string, unknown> = i === 0 ? {} : model.struct(model.fields, rnd, version);
+        const body: Record<string, unknown> = i === 0 ? {} : model.random(version, rnd, seedValues);
         if (flexible && i > 0 && rnd.next() < 0.3) body._unknownTaggedFields = unknownTaggedFields(rnd);
         const bytes =
           direction === "request" ? encodeRequestSeed(api, version, body, rnd) : encodeResponseSeed(api, version, body, rnd);
@@ -342,36 +251,21 @@ function generatedSeeds(api: ApiCodecs, rnd: Random): Seed[] {
   return seeds;
 }
 
-interface GoldenEntry {
-  apiKey: number;
-  apiVersion: number;
-  client: string;
-  request: string;
-  response: string | null;
-}
-
-const fromHex = (hex: string) => new Uint8Array(Buffer.from(hex, "hex"));
-const toHex = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-
 /** Real client frames by API key (requests even for versions we lack, which test the rejection path). */
 function goldenSeeds(): Map<number, Seed[]> {
   const byKey = new Map<number, Seed[]>();
-  if (!existsSync(goldenDir)) return byKey;
-  for (const file of readdirSync(goldenDir).filter((f) => f.endsWith(".json")).sort()) {
-    const entries = JSON.parse(readFileSync(join(goldenDir, file), "utf8")) as GoldenEntry[];
-    for (const e of entries) {
-      const api = apiCodecsByKey.get(e.apiKey);
-      if (!api) continue;
-      const list = byKey.get(e.apiKey) ?? [];
-      const origin = `golden ${file} ${e.client}`;
-      const request = { direction: "request" as const, apiKey: e.apiKey, apiVersion: e.apiVersion, origin, bytes: fromHex(e.request) };
-      list.push({ ...request, fields: recordFields(request) });
-      if (e.response !== null && e.apiVersion >= api.minVersion && e.apiVersion <= api.maxVersion) {
-        const response = { ...request, direction: "response" as const, bytes: fromHex(e.response) };
-        list.push({ ...response, fields: recordFields(response) });
-      }
-      byKey.set(e.apiKey, list);
+  for (const { file, entry: e } of goldenEntries()) {
+    const api = apiCodecsByKey.get(e.apiKey);
+    if (!api) continue;
+    const list = byKey.get(e.apiKey) ?? [];
+    const origin = `golden ${file} ${e.client}`;
+    const request = { direction: "request" as const, apiKey: e.apiKey, apiVersion: e.apiVersion, origin, bytes: fromHex(e.request) };
+    list.push({ ...request, fields: recordFields(request) });
+    if (e.response !== null && e.apiVersion >= api.minVersion && e.apiVersion <= api.maxVersion) {
+      const response = { ...request, direction: "response" as const, bytes: fromHex(e.response) };
+      list.push({ ...response, fields: recordFields(response) });
     }
+    byKey.set(e.apiKey, list);
   }
   return byKey;
 }
@@ -450,16 +344,6 @@ function varintWidth(bytes: Uint8Array, at: number): number {
 }
 
 const widths: Record<Encoding, number> = { int8: 1, bool: 1, int16: 2, int32: 4, int64: 8, uuid: 16, uvarint: 0, varint: 0, varlong: 0 };
-
-function splice(bytes: Uint8Array, at: number, remove: number, insert: ArrayLike<number>): Uint8Array {
-  const start = Math.min(at, bytes.length);
-  const end = Math.min(start + remove, bytes.length);
-  const out = new Uint8Array(bytes.length - (end - start) + insert.length);
-  out.set(bytes.subarray(0, start));
-  out.set(insert, start);
-  out.set(bytes.subarray(end), start + insert.length);
-  return out;
-}
 
 function writeInt(bytes: Uint8Array, at: number, width: number, value: number): void {
   if (at + width > bytes.length) return;
@@ -620,13 +504,6 @@ function embedded(bytes: Uint8Array): Uint8Array {
   return padded.subarray(7, 7 + bytes.length);
 }
 
-/** A fresh generator per case, so that a case replays alone from (seed, index). */
-function caseRandom(index: number): Random {
-  let h = Math.imul(SEED ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(index + 1, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return seededRandom(h >>> 0);
-}
-
 // ------------------------------------------------------------------------------------------ the test
 
 interface Failure {
@@ -709,7 +586,7 @@ describe(`decoders survive mutated frames (seed ${SEED})`, () => {
         let failed = 0;
         for (let index = first; index < first + count; index++) {
           if (ONLY_CASE !== undefined && index !== ONLY_CASE) continue;
-          const rnd = caseRandom(index);
+          const rnd = caseRandom(SEED, index);
           const seed = seeds[(index - first) % seeds.length]!;
           const mutated = mutate(seed, rnd);
           // Every other frame is a view inside a bigger buffer, as the listener hands them over: a read past

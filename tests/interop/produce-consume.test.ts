@@ -10,28 +10,21 @@
  * kafka-consumer-perf-test subscribes with a group: it runs only when the broker serves FindCoordinator
  * and JoinGroup (without them it stops at once with "The node does not support FIND_COORDINATOR").
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { Producer, Reader, readRecordsBatches, stringSerializers } from "@platformatic/kafka";
 import { CompressionTypes, Kafka, logLevel } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { CompressionCodec } from "../../src/protocol/records/record-batch.ts";
 import { runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
-import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { startBrokerAndClient } from "../support/broker-fixture.ts";
+import type { TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
 let broker: TestBroker;
 let client: WireClient;
-
-beforeAll(async () => {
-  broker = await startTestBroker({ autoCreateTopicsEnable: false });
-  client = await WireClient.connect(broker.port);
-}, TIMEOUT);
-afterAll(async () => {
-  client?.close();
-  await broker?.stop();
-});
+startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)), TIMEOUT);
 
 // ---- helpers ------------------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ const root = join(import.meta.dir, "..", "..");
 export const HOST_TARGET = `${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`;
 /** Whether scripts/build.ts can build a binary for this machine. */
 export const CAN_RUN_BINARY = (TARGETS as readonly string[]).includes(HOST_TARGET);
+/** Where scripts/build.ts puts the binary for this machine ("" when it cannot build one). */
+export const HOST_BINARY = CAN_RUN_BINARY ? outfileFor(HOST_TARGET as Target) : "";
 
 function newestMtimeMs(dir: string): number {
   let newest = 0;
@@ -43,7 +45,7 @@ let building: Promise<string> | undefined;
 export function ensureBunkaBinary(): Promise<string> {
   if (!CAN_RUN_BINARY) return Promise.reject(new Error(`no bunka binary target for ${HOST_TARGET}`));
   building ??= (async () => {
-    const binary = outfileFor(HOST_TARGET as Target);
+    const binary = HOST_BINARY;
     const sourcesMtimeMs = Math.max(newestMtimeMs(join(root, "src")), statSync(join(root, "package.json")).mtimeMs);
     if (existsSync(binary) && statSync(binary).mtimeMs > sourcesMtimeMs) return binary;
     const result = await buildTarget(HOST_TARGET as Target);

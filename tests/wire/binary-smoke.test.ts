@@ -5,16 +5,13 @@
  * the chosen port, a working Kafka listener, and a clean exit 0 on SIGTERM.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json";
-import { type Target, TARGETS, buildTarget, outfileFor } from "../../scripts/build.ts";
+import { CAN_RUN_BINARY, HOST_BINARY, HOST_TARGET, cleanEnv, ensureBunkaBinary } from "../support/binary.ts";
 
 const root = join(import.meta.dir, "..", "..");
-const hostTarget = `${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`;
-const canRunBinary = (TARGETS as readonly string[]).includes(hostTarget);
-const binary = canRunBinary ? outfileFor(hostTarget as Target) : "";
 
 const tmpRoot = mkdtempSync(join(tmpdir(), "bunka-smoke-"));
 const children = new Set<Bun.Subprocess>();
@@ -24,27 +21,14 @@ afterAll(() => {
   rmSync(tmpRoot, { recursive: true, force: true });
 });
 
-function newestMtimeMs(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtimeMs(path) : statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
 beforeAll(async () => {
-  if (!canRunBinary) return;
-  // package.json counts too: the version is compiled in.
-  const sourcesMtimeMs = Math.max(newestMtimeMs(join(root, "src")), statSync(join(root, "package.json")).mtimeMs);
-  if (existsSync(binary) && statSync(binary).mtimeMs > sourcesMtimeMs) return;
-  const result = await buildTarget(hostTarget as Target);
-  if (!result.ok) throw new Error(`building ${hostTarget} failed: ${result.error}`);
+  // Builds it unless it is newer than every file under src/ and package.json.
+  if (CAN_RUN_BINARY) await ensureBunkaBinary();
 });
 
 /** The two ways to run bunka; they must behave identically. */
 const launchers: Array<{ name: string; cmd: string[]; enabled: boolean }> = [
-  { name: `binary (${hostTarget})`, cmd: [binary], enabled: canRunBinary },
+  { name: `binary (${HOST_TARGET})`, cmd: [HOST_BINARY], enabled: CAN_RUN_BINARY },
   { name: "bun src/main.ts", cmd: [process.execPath, join(root, "src/main.ts")], enabled: true },
 ];
 
@@ -58,13 +42,6 @@ async function run(cmd: string[], args: string[]): Promise<{ code: number; stdou
   ]);
   children.delete(proc);
   return { code, stdout, stderr };
-}
-
-/** Without BUNKA_* variables from the developer's shell, which would change what is tested. */
-function cleanEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("BUNKA_") && v !== undefined) env[k] = v;
-  return env;
 }
 
 /** Reads a stream until `pattern` matches what has arrived, or fails after the deadline. */

@@ -14,9 +14,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import type { FileHandle, Fs, OpenMode } from "../../src/platform/fs.ts";
-import type { Logger } from "../../src/platform/logger.ts";
 import { nodeFs } from "../../src/platform/node-fs.ts";
 import { simpleBatch } from "../support/batch-builder.ts";
+import { errorCapturingLogger } from "../support/capturing-logger.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -51,15 +51,7 @@ class OpenHandleTrackingFs implements Fs {
 }
 
 const fs = new OpenHandleTrackingFs(nodeFs);
-const handlerFailures: string[] = [];
-const log: Logger = {
-  debug() {},
-  info() {},
-  warn() {},
-  error(message, fields) {
-    handlerFailures.push(`${message} ${JSON.stringify(fields)}`);
-  },
-};
+const { log, errors: handlerFailures } = errorCapturingLogger();
 let broker: TestBroker;
 let first: WireClient;
 let second: WireClient;

@@ -4,7 +4,7 @@
  * issue 5 item 5, wire part). Every answer is checked for its exact error code and offsets, as Apache
  * Kafka gives them; "nothing written" is checked on the log itself, not only on the answer.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { rmSync, existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +19,7 @@ import {
 } from "../../src/protocol/records/record-batch.ts";
 import { Reader } from "../../src/protocol/reader.ts";
 import { buildBatch, concatBytes, simpleBatch, TEST_BASE_TIMESTAMP_MS, type TestBatchSpec } from "../support/batch-builder.ts";
+import { startBrokerAndClient } from "../support/broker-fixture.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -31,15 +32,7 @@ const READ_COMMITTED = 1;
 
 let broker: TestBroker;
 let client: WireClient;
-
-beforeAll(async () => {
-  broker = await startTestBroker({ autoCreateTopicsEnable: false });
-  client = await WireClient.connect(broker.port);
-}, TIMEOUT);
-afterAll(async () => {
-  client?.close();
-  await broker?.stop();
-});
+startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)), TIMEOUT);
 
 // ---- helpers ------------------------------------------------------------------------------------
 
