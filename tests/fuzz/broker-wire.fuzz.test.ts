@@ -402,7 +402,12 @@ let broker: TestBroker;
 let healthy: WireClient;
 
 beforeAll(async () => {
-  broker = await startTestBroker({}, { log: capturingLogger });
+  // Mutated JoinGroups carry absurd timeouts; short group bounds keep a parked join from outliving a case's
+  // deadline (Apache parks them the same way, for as long as the client asked).
+  broker = await startTestBroker(
+    {},
+    { log: capturingLogger, groups: { initialRebalanceDelayMs: 0, newMemberJoinTimeoutMs: 5_000, maxSessionTimeoutMs: 30_000 } },
+  );
   healthy = await WireClient.connect(broker.port, "127.0.0.1", "fuzz-healthy");
 });
 
