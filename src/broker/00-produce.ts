@@ -6,8 +6,10 @@
  * and CRC, MESSAGE_TOO_LARGE above max.message.bytes, INVALID_RECORD for control batches from clients and
  * count mismatches, UNSUPPORTED_COMPRESSION_TYPE for zstd before v7). Idempotent batches are classified
  * against the producer's window before append: a retry is answered with its original offset and nothing is
- * written, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH. Transactional batches
- * are refused with INVALID_TXN_STATE until the transaction coordinator can add partitions to a transaction.
+ * written, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH. A transactional batch
+ * for a partition that is not in the producer's ongoing transaction (the coordinator's verifier says so) is
+ * refused as Apache 3.8+ refuses it: INVALID_TXN_STATE "Partition was not added to the transaction" up to v10,
+ * TRANSACTION_ABORTABLE (no message) from v11.
  *
  * acks=0 sends no response, and closes the connection when any partition failed (as Apache does: the
  * producer learns of the error by the disconnect and refreshes its metadata; without it, an acks=0
@@ -75,7 +77,10 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
     // Closing: its topic is being deleted; the log would refuse the append.
     if (!partition || partition.closing) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };
     const outcome = partition.appendFromProducer(recordSet, batch);
-    if (outcome.kind === "error") return { response: failure(index, outcome.errorCode, outcome.message) };
+    if (outcome.kind === "error") {
+      if (outcome.notInTransaction === true && apiVersion >= 11) return { response: failure(index, ErrorCode.TRANSACTION_ABORTABLE, null) };
+      return { response: failure(index, outcome.errorCode, outcome.message) };
+    }
     const response: ProduceResponse_PartitionProduceResponseInit = {
       index,
       errorCode: ErrorCode.NONE,

@@ -11,8 +11,13 @@
  * Fetch sessions (v7+): bunka never creates one, which the protocol allows: a request with session id 0
  * is answered in full with session id 0, and the client keeps sending full requests. A request naming a
  * session id is FETCH_SESSION_ID_NOT_FOUND; session id 0 with a positive epoch INVALID_FETCH_SESSION_EPOCH.
- * v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID). read_committed answers an empty aborted-transaction
- * list until transactions exist; read_uncommitted a null one.
+ * v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID).
+ * read_committed (isolation level 1) reads up to the last stable offset and returns, with the records, the
+ * aborted transactions that overlap them (marker at or after the fetch offset, first batch before the end
+ * of the fetched data), sorted by first offset, from the partition's aborted-transaction index (a lookup
+ * proportional to the overlapping entries); an empty list when no records are returned. The consumer
+ * drops those transactions' batches itself; control batches are returned as stored, as Apache does.
+ * read_uncommitted reads up to the high watermark and gets a null list.
  * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
  * detection (the leader epoch is always 0), preferred read replicas, quotas.
  */
@@ -159,7 +164,11 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
         hasError = true;
         continue;
       }
-      out.push({ ...base, records: read.bytes });
+      const abortedTransactions =
+        readCommitted && read.bytes.length > 0
+          ? partition.abortedTransactions(w.fetchOffset, read.nextOffset).map((t) => ({ producerId: t.producerId, firstOffset: t.firstOffset }))
+          : base.abortedTransactions;
+      out.push({ ...base, records: read.bytes, abortedTransactions });
       total += read.bytes.length;
       remaining -= read.bytes.length;
     }

@@ -3,8 +3,8 @@
  *
  * Names the broker that coordinates a key. Key type 0 (group): the owner of the group's slot
  * (cluster/ownership.ts, slot = fnv1a32(group id) % 50); in single-broker mode, this broker. Key type 1
- * (transaction): COORDINATOR_NOT_AVAILABLE for now, so that clients retry rather than talk to a
- * transaction coordinator that does not exist yet. Key type 2 (share group) is INVALID_REQUEST, as Apache
+ * (transaction): the owner of the transactional id's txn slot (the same hash, its own slot ownership).
+ * Key type 2 (share group) is INVALID_REQUEST, as Apache
  * answers without a share coordinator; any other key type makes Apache refuse the whole request with
  * INVALID_REQUEST (its CoordinatorType.forId throws), and so do we.
  *
@@ -59,8 +59,7 @@ export function findCoordinatorHandler(services: BrokerServices): Handler<FindCo
       case CoordinatorKeyType.GROUP:
         return brokerEndpoint(ownership.slotOwner("group", slotOf(key)));
       case CoordinatorKeyType.TRANSACTION:
-        // The transaction coordinator is not served yet.
-        return { errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE, ...NO_NODE };
+        return brokerEndpoint(ownership.slotOwner("txn", slotOf(key)));
       default:
         return { errorCode: ErrorCode.INVALID_REQUEST, ...NO_NODE };
     }

@@ -9,9 +9,19 @@
  * producer Apache ignores them and hands out a new id (epoch bump after sequence trouble, KIP-360), and
  * only refuses a half-set pair (one -1, the other not) with INVALID_REQUEST. kafkajs sends this to the
  * broker named as controller in Metadata; every broker answers it.
- * Not yet: a transactional id (the transaction coordinator), answered COORDINATOR_NOT_AVAILABLE until it
- * exists; clients cannot reach it anyway, since FindCoordinator for transactions is not served yet.
+ *
+ * With a transactional id, the transaction coordinator answers (txn-coordinator.ts, the decision in
+ * domain/txn/coordinator.ts initProducerId): INVALID_REQUEST for an empty id, INVALID_TRANSACTION_TIMEOUT
+ * for a timeout <= 0 or above transaction.max.timeout.ms, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS;
+ * a new id gets a new producer id at epoch 0; a known one the same producer id at epoch + 1 (every older
+ * session is fenced, on every local partition and through the fence log), or a new producer id once the
+ * epoch is exhausted; an open transaction of the old session is fenced and aborted and the answer is
+ * CONCURRENT_TRANSACTIONS (the client retries and gets the bumped epoch), as during a decision (Prepare*).
+ * v3+ with the caller's producer id and epoch follows Apache's rules (a retry of a bump gets the current
+ * epoch back; anything else that does not match is PRODUCER_FENCED). PRODUCER_FENCED is answered as
+ * INVALID_PRODUCER_EPOCH before v4. The answer comes once the new state is durable.
  */
+import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { InitProducerIdRequest } from "../protocol/generated/init-producer-id-request.ts";
 import type { InitProducerIdResponseInit } from "../protocol/generated/init-producer-id-response.ts";
@@ -19,7 +29,7 @@ import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
 export function initProducerIdHandler(services: BrokerServices): Handler<InitProducerIdRequest, InitProducerIdResponseInit> {
-  const { producerIds, log } = services;
+  const { producerIds, log, txn } = services;
   return {
     apiKey: 22,
     minVersion: 0,
@@ -29,7 +39,13 @@ export function initProducerIdHandler(services: BrokerServices): Handler<InitPro
         return { throttleTimeMs: 0, errorCode: ErrorCode.INVALID_REQUEST, producerId: -1, producerEpoch: -1 };
       }
       if (request.transactionalId !== null) {
-        return { throttleTimeMs: 0, errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE, producerId: -1, producerEpoch: -1 };
+        const answer = await txn.initProducerId({
+          transactionalId: request.transactionalId,
+          timeoutMs: request.transactionTimeoutMs,
+          producerId: ctx.apiVersion >= 3 ? request.producerId : -1,
+          producerEpoch: ctx.apiVersion >= 3 ? request.producerEpoch : -1,
+        });
+        return { throttleTimeMs: 0, ...answer, errorCode: rewriteForVersion(API_KEY.INIT_PRODUCER_ID, ctx.apiVersion, answer.errorCode) };
       }
       const allocated = await producerIds.allocate();
       if (!allocated.ok) {

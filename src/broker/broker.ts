@@ -3,15 +3,20 @@
  * one handler per API key, and exposes `dispatch` for the Kafka listener. main.ts constructs it with the
  * real clock and file system; tests construct it with their own.
  */
-import { SingleBrokerOwnership } from "../cluster/ownership.ts";
+import { FenceWatcher } from "../cluster/fence-watcher.ts";
+import { MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
+import { SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import { ensureDir } from "../storage/atomic-file.ts";
 import { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import { loadOrCreateClusterMeta } from "../storage/cluster-meta.ts";
+import { FenceLogWriter } from "../storage/fence-log.ts";
+import { MarkerQueue } from "../storage/marker-queue.ts";
 import { ProducerIdStore } from "../storage/producer-id-store.ts";
 import { TopicStore } from "../storage/topic-store.ts";
+import { TxnStateStore } from "../storage/txn-state-store.ts";
 import { produceHandler } from "./00-produce.ts";
 import { fetchHandler } from "./01-fetch.ts";
 import { listOffsetsHandler } from "./02-list-offsets.ts";
@@ -30,12 +35,20 @@ import { createTopicsHandler } from "./19-create-topics.ts";
 import { deleteTopicsHandler } from "./20-delete-topics.ts";
 import { deleteRecordsHandler } from "./21-delete-records.ts";
 import { initProducerIdHandler } from "./22-init-producer-id.ts";
+import { addPartitionsToTxnHandler } from "./24-add-partitions-to-txn.ts";
+import { addOffsetsToTxnHandler } from "./25-add-offsets-to-txn.ts";
+import { endTxnHandler } from "./26-end-txn.ts";
+import { writeTxnMarkersHandler } from "./27-write-txn-markers.ts";
+import { txnOffsetCommitHandler } from "./28-txn-offset-commit.ts";
 import { describeConfigsHandler } from "./32-describe-configs.ts";
 import { createPartitionsHandler } from "./37-create-partitions.ts";
 import { deleteGroupsHandler } from "./42-delete-groups.ts";
 import { incrementalAlterConfigsHandler } from "./44-incremental-alter-configs.ts";
 import { offsetDeleteHandler } from "./47-offset-delete.ts";
 import { describeClusterHandler } from "./60-describe-cluster.ts";
+import { describeProducersHandler } from "./61-describe-producers.ts";
+import { describeTransactionsHandler } from "./65-describe-transactions.ts";
+import { listTransactionsHandler } from "./66-list-transactions.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
@@ -43,6 +56,7 @@ import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
+import { TxnCoordinator, type TxnCoordinatorOptions } from "./txn-coordinator.ts";
 
 export interface BrokerDeps {
   config: BrokerConfig;
@@ -54,6 +68,8 @@ export interface BrokerDeps {
   maintenance?: PartitionManagerOptions | false;
   /** Group coordinator settings beyond BrokerConfig (tests shorten session timeouts, turn off the sweep). */
   groups?: GroupCoordinatorOptions;
+  /** Transaction coordinator settings beyond BrokerConfig (tests turn off its timers, shorten intervals). */
+  txn?: Partial<TxnCoordinatorOptions>;
   /** Told how many partitions are recovered at start-up, as they are. */
   onRecoveryProgress?: (done: number, total: number) => void;
 }
@@ -102,6 +118,36 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       ...deps.groups,
     },
   });
+  // The transaction coordinator: its slot store, the fence log peers read, the marker queue for partitions
+  // other brokers lead. Its start-up recovery (entries found in Prepare*) runs in the background; until it
+  // is done, transactional requests answer COORDINATOR_LOAD_IN_PROGRESS.
+  const txnStore = await TxnStateStore.open(fs, config.dataDir, { slotOf });
+  const fenceLog = await FenceLogWriter.open(fs, config.dataDir, config.brokerId);
+  const markerQueue = new MarkerQueue(fs, config.dataDir);
+  const txnPartitions = {
+    writeMarker: partitions.writeMarker.bind(partitions),
+    fenceProducer: partitions.fenceProducer.bind(partitions),
+  };
+  const txn = new TxnCoordinator({
+    store: txnStore,
+    allocateProducerId: () => producerIds.allocate(),
+    ownership,
+    partitions: txnPartitions,
+    offsets: groups,
+    fenceLog,
+    markerQueue,
+    clock,
+    log,
+    options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...deps.txn },
+  });
+  await txn.start();
+  partitions.setTransactionVerifier(txn.verifier);
+  const markerWatcher = new MarkerQueueWatcher({ queue: markerQueue, ownership, writeMarker: txnPartitions.writeMarker, log });
+  const fenceWatcher = new FenceWatcher({ fs, dataDir: config.dataDir, selfId: config.brokerId, apply: txnPartitions.fenceProducer, log });
+  if (deps.txn?.timers !== false) {
+    markerWatcher.start();
+    fenceWatcher.start();
+  }
   const services: BrokerServices = {
     config,
     fs,
@@ -114,6 +160,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     partitions,
     producerIds,
     groups,
+    txn,
   };
 
   const registry = new HandlerRegistry();
@@ -136,12 +183,20 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(deleteTopicsHandler(services))
     .register(deleteRecordsHandler(services))
     .register(initProducerIdHandler(services))
+    .register(addPartitionsToTxnHandler(services))
+    .register(addOffsetsToTxnHandler(services))
+    .register(endTxnHandler(services))
+    .register(writeTxnMarkersHandler(services))
+    .register(txnOffsetCommitHandler(services))
     .register(describeConfigsHandler(services))
     .register(createPartitionsHandler(services))
     .register(deleteGroupsHandler(services))
     .register(incrementalAlterConfigsHandler(services))
     .register(offsetDeleteHandler(services))
-    .register(describeClusterHandler(services));
+    .register(describeClusterHandler(services))
+    .register(describeProducersHandler(services))
+    .register(describeTransactionsHandler(services))
+    .register(listTransactionsHandler(services));
 
   const dispatcher = new Dispatcher(registry, log, deps.observer);
   log.info("broker ready", { clusterId: cluster.clusterId, brokerId: config.brokerId, topics: topics.list().length });
@@ -156,7 +211,12 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     async close() {
       // Topic and config changes are durable before they are answered; the logs flush and write their
       // producer-state snapshots as they close. The group coordinator answers its parked requests and
-      // waits for its offset writes.
+      // waits for its offset writes. The transaction coordinator goes first: its requests and passes in flight
+      // still use the offset store and the partitions.
+      await markerWatcher.stop();
+      await fenceWatcher.stop();
+      await txn.close();
+      await fenceLog.close();
       await groups.close();
       await partitions.close();
     },

@@ -2,15 +2,22 @@
  * The partitions this broker leads: opened (and recovered) at start-up, opened on first use after a topic
  * is created or grows, closed before a topic is deleted, reconfigured when its configs change, and kept in
  * shape by a background loop (retention, producer-state snapshots, producer expiry) that does bounded work.
+ *
+ * The partition side of transactions for the transaction coordinator: `writeMarker` (an end-transaction
+ * marker on a partition led here, resolved once durable), `fenceProducer` (an epoch bump on every local
+ * partition), and the TransactionVerifier every partition asks before a transactional append
+ * (`setTransactionVerifier`; until it is called, no partition is in any transaction).
  */
 import { join } from "node:path";
 import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
+import { noTransactions, type TransactionVerifier } from "../domain/txn/verifier.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { TimestampType } from "../protocol/records/record-batch.ts";
 import { DEFAULT_LOG_CONFIG, type LogConfig } from "../storage/log/partition-log.ts";
-import { Partition } from "../storage/partition.ts";
+import { Partition, type MarkerOutcome, type TxnMarker } from "../storage/partition.ts";
 import type { TopicRecord, TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 
@@ -41,6 +48,12 @@ export class PartitionManager {
   private timer: ReturnType<typeof setInterval> | undefined;
   private maintenance: Promise<void> | undefined;
   private closed = false;
+  private verifier: TransactionVerifier = noTransactions;
+  /** What every partition asks; it delegates, so that a verifier installed later reaches open partitions. */
+  private readonly partitionVerifier: TransactionVerifier = {
+    isPartitionInOngoingTransaction: (producerId, producerEpoch, topic, partition) =>
+      this.verifier.isPartitionInOngoingTransaction(producerId, producerEpoch, topic, partition),
+  };
 
   constructor(
     private readonly fs: Fs,
@@ -49,6 +62,36 @@ export class PartitionManager {
     private readonly config: BrokerConfig,
     private readonly topics: TopicStore,
   ) {}
+
+  /** Installs the transaction coordinator's verifier for every partition, open or opened later. */
+  setTransactionVerifier(verifier: TransactionVerifier): void {
+    this.verifier = verifier;
+  }
+
+  /**
+   * Appends an end-transaction marker to a partition led here and resolves once it is durable (see
+   * Partition.appendMarker). UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist or is being
+   * deleted.
+   */
+  async writeMarker(topic: string, partition: number, marker: TxnMarker): Promise<MarkerOutcome> {
+    const target = await this.get(topic, partition);
+    if (target === undefined || target.closing) {
+      return { ok: false, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message: `${topic}-${partition} is not hosted here` };
+    }
+    return target.appendMarker(marker);
+  }
+
+  /**
+   * Raises a producer's epoch on every partition open here (InitProducerId fenced its previous session,
+   * or a peer's fence log says so). Partitions without state for the producer are left alone.
+   */
+  async fenceProducer(producerId: number, newEpoch: number): Promise<void> {
+    for (const entry of [...this.open.values()]) {
+      const partition = await entry.partition.catch(() => undefined);
+      if (partition === undefined || partition.closing) continue;
+      partition.fenceProducer(producerId, newEpoch);
+    }
+  }
 
   /** Opens every partition of every topic, so that crash recovery happens now and problems surface now. */
   async openAll(onProgress?: (done: number, total: number) => void): Promise<void> {
@@ -123,6 +166,7 @@ export class PartitionManager {
       logConfig,
       timestampType,
       warn: (message, fields) => this.log.warn(message, fields),
+      verifier: this.partitionVerifier,
     });
     void opening.then((p) => this.reportRecovery(p), () => {});
     const entry: OpenPartition = { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening };
@@ -211,6 +255,7 @@ export class PartitionManager {
           logStartOffset: retention.logStartOffset,
         });
       }
+      partition.pruneAbortedTransactions();
       partition.expireProducers(nowMs, this.config.producerIdExpirationMs);
       await partition.snapshotIfDirty();
     }

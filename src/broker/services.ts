@@ -12,6 +12,7 @@ import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { PartitionManager } from "./partitions.ts";
+import type { TxnCoordinator } from "./txn-coordinator.ts";
 
 export interface BrokerServices {
   config: BrokerConfig;
@@ -29,6 +30,8 @@ export interface BrokerServices {
   producerIds: ProducerIdStore;
   /** Consumer groups and their committed offsets (the classic group protocol). */
   groups: GroupCoordinator;
+  /** The transaction coordinator (transactional InitProducerId, AddPartitions/Offsets, EndTxn, ...). */
+  txn: TxnCoordinator;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

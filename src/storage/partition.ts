@@ -1,6 +1,7 @@
 /**
- * One partition as the broker leads it: its durable log and its producer state (the idempotence windows),
- * kept consistent by doing classification, append and the producer-state update in one synchronous step.
+ * One partition as the broker leads it: its durable log, its producer state (the idempotence windows and
+ * open transactions) and its transaction bookkeeping (the last stable offset and the aborted-transaction
+ * index), kept consistent by doing classification, append and the state updates in one synchronous step.
  *
  * Producer state survives crashes: it is rebuilt at open from `producer-state.snapshot` (written at clean
  * close and periodically) plus a replay of the log after the snapshot's offset. A snapshot that fails its
@@ -9,20 +10,46 @@
  * The high watermark is the durable end offset: a fetch never exposes bytes that an acks=-1 writer has not
  * made durable. Every append asks for a flush (group commit), so acks=0/1 data becomes visible one fsync
  * later without waiting for anything else.
+ *
+ * Transactions (DESIGN §5; Apache's UnifiedLog, ProducerStateManager and TransactionIndex are the
+ * reference):
+ * - A transactional batch is appended only when the transaction coordinator (the TransactionVerifier)
+ *   says this partition is in the producer's ongoing transaction at that epoch; the producer's first
+ *   transactional batch here opens the transaction at its offset.
+ * - `appendMarker` writes a COMMIT or ABORT control batch, ends the producer's open transaction here (if
+ *   any), records an abort in the aborted-transaction index, and resolves once the marker (and its index
+ *   entry) are durable. A marker for a producer without an open transaction here is written all the same,
+ *   as Apache does (it only moves the producer's epoch and coordinator epoch); so is a retried one.
+ * - The last stable offset is min(high watermark, first offset of every open transaction, first offset of
+ *   every transaction whose marker is not durable yet). The last clause is Apache's "unreplicated
+ *   transactions": until its marker is durable, a crash would reopen the transaction, so its data must
+ *   stay invisible to read_committed. The LSO never goes backwards; a violation is a fatal bug.
+ * - At open, open transactions come from the snapshot and the replay, so the LSO stays pinned across a
+ *   crash; the aborted index comes from the `.txnindex` files below the snapshot offset and from the replay
+ *   above it, and a missing or damaged file is rebuilt from the log.
  */
+import { join } from "node:path";
 import {
   applyAppend,
   applyMarker,
+  checkMarker,
   classifyBatch,
   createProducerState,
   expire,
+  fenceEpoch,
+  NO_TXN_OFFSET,
+  type BatchClassification,
+  type FenceResult,
   type ProducerStateTable,
 } from "../domain/producer-state.ts";
+import { noTransactions, type TransactionVerifier } from "../domain/txn/verifier.ts";
+import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import {
   BATCH_HEADER_BYTES,
+  buildControlBatch,
   lastOffsetOf,
   lastSequenceOf,
   parseBatchHeader,
@@ -30,17 +57,64 @@ import {
   type BatchHeader,
   type TimestampType,
 } from "../protocol/records/record-batch.ts";
+import { writeFileAtomic } from "./atomic-file.ts";
 import { PartitionLog, type AppendResult, type LogConfig } from "./log/partition-log.ts";
-import { readSnapshot, writeSnapshot } from "./producer-state-snapshot.ts";
+import {
+  AbortedTxnIndex,
+  decodeTxnIndex,
+  encodeTxnIndexEntries,
+  OngoingTxns,
+  type AbortedTxn,
+} from "./log/txn-index.ts";
+import { encodeSnapshot, PRODUCER_STATE_SNAPSHOT_FILE, readSnapshot } from "./producer-state-snapshot.ts";
 
 export type ProduceOutcome =
   | { kind: "appended"; baseOffset: number; logAppendTimeMs: number; written: Promise<void> }
   /** A retry of a batch already in the log: the original offsets, nothing written. */
   | { kind: "duplicate"; baseOffset: number; logAppendTimeMs: number }
-  | { kind: "error"; errorCode: number; message: string };
+  /**
+   * `notInTransaction`: a transactional batch for a partition the coordinator has not put in the
+   * producer's transaction. Apache answers INVALID_TXN_STATE up to Produce v10 and TRANSACTION_ABORTABLE
+   * from v11 (the Produce handler picks by version).
+   */
+  | { kind: "error"; errorCode: number; message: string; notInTransaction?: boolean };
+
+/** An end-transaction marker, as the transaction coordinator asks for it. */
+export interface TxnMarker {
+  producerId: number;
+  producerEpoch: number;
+  /** true: COMMIT, false: ABORT. */
+  commit: boolean;
+  coordinatorEpoch: number;
+}
+
+export type MarkerOutcome =
+  /** The marker's offset; resolved only once the marker (and its index entry) are durable. */
+  | { ok: true; offset: number }
+  | { ok: false; errorCode: number; message: string };
+
+/** Apache's message for a transactional batch that failed verification (Produce v3-v10). */
+export const NOT_IN_TRANSACTION_MESSAGE = "Partition was not added to the transaction";
 
 /** How much log one replay read takes at a time while rebuilding producer state. */
 const REPLAY_READ_BYTES = 1024 * 1024;
+
+/** One segment's aborted-transaction index while the partition opens. */
+interface SegmentTxnIndex {
+  baseOffset: number;
+  endOffset: number;
+  path: string;
+  /** What the file held (undefined: missing). */
+  stored: Uint8Array | undefined;
+  /** What it must hold, oldest marker first. */
+  entries: AbortedTxn[];
+}
+
+/** A transaction whose marker is written but not durable yet: it still pins the LSO at its first offset. */
+interface CompletingTxn {
+  firstOffset: number;
+  markerOffset: number;
+}
 
 export class Partition {
   /** Producer state changed since the last snapshot. */
@@ -48,15 +122,24 @@ export class Partition {
   /** Set when close() starts (the topic is being deleted, or the broker stops). */
   private closeStarted = false;
   private readonly closeListeners = new Set<() => void>();
+  /** Open transactions here (mirrors the producers' currentTxnFirstOffset), earliest first. */
+  private readonly ongoing = new OngoingTxns();
+  /** Completed transactions whose marker is not durable yet, in marker order. */
+  private completing: CompletingTxn[] = [];
+  private readonly aborted = new AbortedTxnIndex();
+  /** The last LSO handed out: it must never go backwards. */
+  private lastStable = 0;
 
   private constructor(
     private readonly fs: Fs,
+    private readonly clock: Clock,
     readonly topic: string,
     readonly partition: number,
     readonly dir: string,
     readonly log: PartitionLog,
     readonly producers: ProducerStateTable,
     private timestampType: TimestampType,
+    private readonly verifier: TransactionVerifier,
   ) {}
 
   static async open(opts: {
@@ -68,6 +151,8 @@ export class Partition {
     logConfig: LogConfig;
     timestampType: TimestampType;
     warn: (message: string, fields?: Record<string, unknown>) => void;
+    /** Asked before every transactional append; by default no partition is in any transaction. */
+    verifier?: TransactionVerifier;
   }): Promise<Partition> {
     const log = await PartitionLog.open(opts.fs, opts.dir, opts.logConfig, opts.clock);
     try {
@@ -78,30 +163,57 @@ export class Partition {
     }
   }
 
-  private static async restore(
-    log: PartitionLog,
-    opts: Parameters<typeof Partition.open>[0],
-  ): Promise<Partition> {
+  private static async restore(log: PartitionLog, opts: Parameters<typeof Partition.open>[0]): Promise<Partition> {
     let producers = createProducerState();
     let replayFrom = log.logStartOffset;
     const snapshot = await readSnapshot(opts.fs, opts.dir);
     if (snapshot?.kind === "corrupt") {
       opts.warn("producer state snapshot is corrupt; rebuilding it from the log", { dir: opts.dir, reason: snapshot.reason });
     } else if (snapshot?.kind === "loaded") {
-      if (snapshot.offset >= log.logStartOffset && snapshot.offset <= log.logEndOffset) {
-        producers = snapshot.state;
-        replayFrom = snapshot.offset;
-      } else {
+      const misplacedTxn = snapshot.state.producerIdsWhere((_, txnFirstOffset) => txnFirstOffset >= snapshot.offset)[0];
+      if (snapshot.offset < log.logStartOffset || snapshot.offset > log.logEndOffset) {
         opts.warn("producer state snapshot does not fit the log; rebuilding it from the log", {
           dir: opts.dir,
           snapshotOffset: snapshot.offset,
           logStartOffset: log.logStartOffset,
           logEndOffset: log.logEndOffset,
         });
+      } else if (misplacedTxn !== undefined) {
+        opts.warn("producer state snapshot has a transaction opening at or after its own offset; rebuilding it from the log", {
+          dir: opts.dir,
+          snapshotOffset: snapshot.offset,
+          producerId: misplacedTxn,
+          transactionFirstOffset: snapshot.state.get(misplacedTxn)?.currentTxnFirstOffset,
+        });
+      } else {
+        producers = snapshot.state;
+        replayFrom = snapshot.offset;
       }
     }
-    const partition = new Partition(opts.fs, opts.topic, opts.partition, opts.dir, log, producers, opts.timestampType);
-    await partition.replay(replayFrom);
+    const partition = new Partition(
+      opts.fs,
+      opts.clock,
+      opts.topic,
+      opts.partition,
+      opts.dir,
+      log,
+      producers,
+      opts.timestampType,
+      opts.verifier ?? noTransactions,
+    );
+    // Open transactions of the snapshot, in offset order (the replay opens later ones after them).
+    const open = producers
+      .producerIdsWhere((_, txnFirstOffset) => txnFirstOffset !== NO_TXN_OFFSET)
+      .map((producerId) => [producerId, producers.get(producerId)!.currentTxnFirstOffset] as const)
+      .sort((a, b) => a[1] - b[1]);
+    for (const [producerId, firstOffset] of open) partition.ongoing.open(producerId, firstOffset);
+
+    const segments = await partition.loadTxnIndexes(replayFrom, opts.warn);
+    const reached = await partition.replayLog(replayFrom, log.logEndOffset, partition.producers, partition.ongoing, (txn) => {
+      segmentOf(segments, txn.lastOffset).entries.push(txn);
+    });
+    partition.dirty = reached > replayFrom;
+    await partition.storeTxnIndexes(segments);
     return partition;
   }
 
@@ -109,9 +221,49 @@ export class Partition {
     return this.log.durableEndOffset;
   }
 
-  /** Without transactions every offset below the high watermark is stable. */
+  /**
+   * min(high watermark, first offset of every open transaction and of every transaction whose marker is
+   * not durable yet). Never goes backwards.
+   */
   get lastStableOffset(): number {
-    return this.log.durableEndOffset;
+    const highWatermark = this.log.durableEndOffset;
+    let stable = highWatermark;
+    if (this.completing.length > 0) {
+      let durable = 0;
+      while (durable < this.completing.length && this.completing[durable]!.markerOffset < highWatermark) durable++;
+      if (durable > 0) this.completing = this.completing.slice(durable);
+      for (const txn of this.completing) stable = Math.min(stable, txn.firstOffset);
+    }
+    const earliest = this.ongoing.earliestFirstOffset();
+    if (earliest !== undefined && earliest < stable) stable = earliest;
+    if (stable < this.lastStable) {
+      throw new FatalError(`${this.topic}-${this.partition}: the last stable offset would go back from ${this.lastStable} to ${stable}`);
+    }
+    this.lastStable = stable;
+    return stable;
+  }
+
+  /** Offset of the first batch of the producer's open transaction here, or undefined. */
+  openTransactionOf(producerId: number): number | undefined {
+    return this.ongoing.firstOffsetOf(producerId);
+  }
+
+  /** How many transactions are open here. */
+  get openTransactionCount(): number {
+    return this.ongoing.size;
+  }
+
+  /**
+   * The aborted transactions overlapping [fetchOffset, upperBoundOffset) (the end of the fetched data),
+   * sorted by first offset: what a read_committed Fetch returns with the records.
+   */
+  abortedTransactions(fetchOffset: number, upperBoundOffset: number): AbortedTxn[] {
+    return this.aborted.collect(fetchOffset, upperBoundOffset);
+  }
+
+  /** Every aborted transaction still indexed, oldest marker first (tests, introspection). */
+  abortedTransactionIndex(): AbortedTxn[] {
+    return this.aborted.entries();
   }
 
   setConfig(logConfig: LogConfig, timestampType: TimestampType): void {
@@ -135,28 +287,28 @@ export class Partition {
           isTransactional: batch.isTransactional,
         }
       : undefined;
+    const classification: BatchClassification | undefined = info ? classifyBatch(this.producers, info) : undefined;
     if (batch.isTransactional) {
-      // No partition is ever part of an ongoing transaction until the transaction coordinator adds it
-      // (AddPartitionsToTxn); refusing here is what prevents hanging transactions.
+      // A zombie's batch is fenced by the epoch first, as Apache's coordinator answers PRODUCER_FENCED
+      // (rewritten to INVALID_PRODUCER_EPOCH for Produce) before it looks at the partitions.
+      const fenced = classification?.kind === "error" && classification.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH;
+      if (!fenced && !(idempotent && this.verifier.isPartitionInOngoingTransaction(batch.producerId, batch.producerEpoch, this.topic, this.partition))) {
+        // Refusing here is what prevents hanging transactions: a batch the coordinator does not know of
+        // would open a transaction here that no marker ever ends.
+        return { kind: "error", errorCode: ErrorCode.INVALID_TXN_STATE, message: NOT_IN_TRANSACTION_MESSAGE, notInTransaction: true };
+      }
+    }
+    if (classification?.kind === "duplicate") {
       return {
-        kind: "error",
-        errorCode: ErrorCode.INVALID_TXN_STATE,
-        message: `The producer ${batch.producerId} attempted to produce to a partition that is not part of its ongoing transaction`,
+        kind: "duplicate",
+        baseOffset: classification.firstOffset,
+        logAppendTimeMs: this.timestampType === "log-append-time" ? classification.timestampMs : -1,
       };
     }
-    if (info) {
-      const classification = classifyBatch(this.producers, info);
-      if (classification.kind === "duplicate") {
-        return {
-          kind: "duplicate",
-          baseOffset: classification.firstOffset,
-          logAppendTimeMs: this.timestampType === "log-append-time" ? classification.timestampMs : -1,
-        };
-      }
-      if (classification.kind === "error") return classification;
-    }
+    if (classification?.kind === "error") return classification;
     const appended: AppendResult = this.log.append(recordSet, { timestampType: this.timestampType, partitionLeaderEpoch: 0 });
     if (info) {
+      const opensTxn = batch.isTransactional && !this.ongoing.has(batch.producerId);
       // The append is assigned and queued; a failed write fails the log and the process (recovery then
       // rebuilds producer state from what really reached the disk).
       applyAppend(this.producers, info, {
@@ -164,6 +316,7 @@ export class Partition {
         lastOffset: appended.lastOffset,
         timestampMs: appended.logAppendTimeMs >= 0 ? appended.logAppendTimeMs : batch.maxTimestampMs,
       });
+      if (opensTxn) this.ongoing.open(batch.producerId, appended.baseOffset);
       this.dirty = true;
     }
     // Group commit: the high watermark advances with the next fsync whatever the acks.
@@ -173,6 +326,77 @@ export class Partition {
     return { kind: "appended", baseOffset: appended.baseOffset, logAppendTimeMs: appended.logAppendTimeMs, written: appended.written };
   }
 
+  /**
+   * Writes an end-transaction marker (a control batch exactly as Apache writes one) for the producer and
+   * resolves once it is durable, with its offset. Refused, with nothing written, for an epoch older than
+   * the producer's (INVALID_PRODUCER_EPOCH) or a coordinator epoch older than the last marker's
+   * (TRANSACTION_COORDINATOR_FENCED). A closing partition (its topic is being deleted) answers
+   * UNKNOWN_TOPIC_OR_PARTITION. Safe to retry: a second marker for a transaction already ended here is
+   * written again and changes nothing but the producer's timestamp.
+   */
+  async appendMarker(marker: TxnMarker): Promise<MarkerOutcome> {
+    if (this.closeStarted) {
+      return { ok: false, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message: `${this.topic}-${this.partition} is closing` };
+    }
+    const { producerId, producerEpoch, commit, coordinatorEpoch } = marker;
+    // Validated before anything is written: producer state cannot hold such ids, and a marker in the log
+    // that producer state refuses afterwards would leave the two disagreeing.
+    if (!Number.isSafeInteger(producerId) || producerId < 0 || !Number.isInteger(producerEpoch) || producerEpoch < 0 || producerEpoch > 32767) {
+      return { ok: false, errorCode: ErrorCode.INVALID_REQUEST, message: `invalid producer id ${producerId} or epoch ${producerEpoch} for a marker` };
+    }
+    const nowMs = this.clock.nowMs();
+    const check = checkMarker(this.producers, producerId, producerEpoch, {
+      coordinatorEpoch,
+      offset: this.log.logEndOffset,
+      timestampMs: nowMs,
+      isCommit: commit,
+    });
+    if (check.kind === "error") return { ok: false, errorCode: check.errorCode, message: check.message };
+
+    const bytes = buildControlBatch({ producerId, producerEpoch, commit, coordinatorEpoch, timestampMs: nowMs });
+    const appended = this.log.append(bytes, { timestampType: this.timestampType, partitionLeaderEpoch: 0 });
+    const markerOffset = appended.baseOffset;
+    const applied = applyMarker(this.producers, producerId, producerEpoch, {
+      coordinatorEpoch,
+      offset: markerOffset,
+      timestampMs: appended.logAppendTimeMs >= 0 ? appended.logAppendTimeMs : nowMs,
+      isCommit: commit,
+    });
+    // checkMarker passed in this same synchronous step.
+    if (applied.kind !== "applied") throw new FatalError(`marker for producer ${producerId} refused after its check passed`);
+    this.dirty = true;
+    let indexed: Promise<void> | undefined;
+    const completed = applied.completedTxn;
+    if (completed !== undefined) {
+      if (!this.ongoing.close(producerId)) {
+        throw new FatalError(`${this.topic}-${this.partition}: producer ${producerId} ended a transaction that was not tracked as open`);
+      }
+      this.completing.push({ firstOffset: completed.firstOffset, markerOffset });
+      if (completed.isAborted) {
+        const entry: AbortedTxn = {
+          producerId,
+          firstOffset: completed.firstOffset,
+          lastOffset: markerOffset,
+          lastStableOffset: this.ongoing.earliestFirstOffset() ?? markerOffset + 1,
+        };
+        this.aborted.append(entry);
+        indexed = this.log.appendTxnIndexEntry(markerOffset, encodeTxnIndexEntries([entry]), appended.written);
+      }
+    }
+    await Promise.all([appended.written, this.log.flush(), indexed]);
+    return { ok: true, offset: markerOffset };
+  }
+
+  /**
+   * Raises the producer's epoch here and clears its window (InitProducerId fencing a previous session).
+   * An open transaction stays open: only its marker ends it.
+   */
+  fenceProducer(producerId: number, newEpoch: number): FenceResult {
+    const result = fenceEpoch(this.producers, producerId, newEpoch);
+    if (result === "fenced") this.dirty = true;
+    return result;
+  }
+
   /** Drops producers idle for longer than producer.id.expiration.ms (never one with an open transaction). */
   expireProducers(nowMs: number, producerIdExpirationMs: number): number {
     const removed = expire(this.producers, nowMs, producerIdExpirationMs);
@@ -180,14 +404,25 @@ export class Partition {
     return removed;
   }
 
+  /** Forgets aborted transactions wholly below the log start offset (retention or DeleteRecords moved it). */
+  pruneAbortedTransactions(): number {
+    return this.aborted.dropBefore(this.log.logStartOffset);
+  }
+
   /** Writes the producer-state snapshot if anything changed since the last one. */
   async snapshotIfDirty(): Promise<boolean> {
     if (!this.dirty) return false;
     this.dirty = false;
-    // The snapshot covers everything assigned so far; data below it must be durable before it claims so.
+    // The state is encoded now, exactly as of `offset`: appends and markers that land while the log
+    // flushes must not be in a snapshot that claims to stop before them (the replay would apply them a
+    // second time, and a marker applied twice loses its aborted transaction).
     const offset = this.log.logEndOffset;
+    const bytes = encodeSnapshot(offset, this.producers);
+    // Data below the offset must be durable before the snapshot claims so, and so must the
+    // aborted-transaction index entries below it: the replay after the snapshot will not rebuild them.
     await this.log.flush();
-    await writeSnapshot(this.fs, this.dir, offset, this.producers);
+    await this.log.txnIndexSettled();
+    await writeFileAtomic(this.fs, join(this.dir, PRODUCER_STATE_SNAPSHOT_FILE), bytes);
     return true;
   }
 
@@ -230,44 +465,152 @@ export class Partition {
     }
   }
 
-  /** Rebuilds producer state from the log after `from`, batch header by batch header. */
-  private async replay(from: number): Promise<void> {
+  // ---- recovery -------------------------------------------------------------------------------------
+
+  /**
+   * Reads every segment's `.txnindex` and keeps the entries below `replayFrom` (the replay re-derives
+   * the rest). A file with a torn last entry in a segment that reaches `replayFrom` keeps its sound prefix
+   * (only an entry appended after the snapshot can be torn). A missing or damaged file of a segment that
+   * starts below `replayFrom` is rebuilt by replaying the log from its start with a scratch producer
+   * state, up to `replayFrom`.
+   */
+  private async loadTxnIndexes(
+    replayFrom: number,
+    warn: (message: string, fields?: Record<string, unknown>) => void,
+  ): Promise<SegmentTxnIndex[]> {
+    const files = await this.log.readTxnIndexes();
+    const segments: SegmentTxnIndex[] = [];
+    const rebuild: SegmentTxnIndex[] = [];
+    const problems: string[] = [];
+    for (const file of files) {
+      const path = join(this.dir, `${String(file.baseOffset).padStart(20, "0")}.txnindex`);
+      const segment: SegmentTxnIndex = { baseOffset: file.baseOffset, endOffset: file.endOffset, path, stored: file.bytes, entries: [] };
+      segments.push(segment);
+      let entries: AbortedTxn[] | undefined;
+      if (file.bytes === undefined) {
+        problems.push(`${path}: missing`);
+      } else {
+        const decoded = decodeTxnIndex(file.bytes, file.baseOffset, file.endOffset);
+        if (decoded.kind === "ok" || (decoded.kind === "torn" && file.endOffset > replayFrom)) {
+          entries = decoded.entries;
+        } else {
+          problems.push(`${path}: ${decoded.reason}`);
+        }
+      }
+      if (entries === undefined) {
+        this.log.recoveryReport.rebuiltIndexes.push(path);
+        if (file.baseOffset < replayFrom) rebuild.push(segment);
+        continue;
+      }
+      segment.entries = entries.filter((e) => e.lastOffset < replayFrom);
+    }
+    if (problems.length > 0) {
+      warn("aborted-transaction index files missing or damaged; rebuilding them from the log", {
+        dir: this.dir,
+        files: problems.length,
+        first: problems[0],
+      });
+    }
+    if (rebuild.length > 0) {
+      const until = Math.min(replayFrom, rebuild[rebuild.length - 1]!.endOffset);
+      const wanted = new Set(rebuild);
+      await this.replayLog(this.log.logStartOffset, until, createProducerState(), new OngoingTxns(), (txn) => {
+        const segment = segmentOf(segments, txn.lastOffset);
+        if (wanted.has(segment)) segment.entries.push(txn);
+      });
+    }
+    return segments;
+  }
+
+  /** Loads the entries into memory and rewrites every file that does not hold exactly them. */
+  private async storeTxnIndexes(segments: SegmentTxnIndex[]): Promise<void> {
+    for (const segment of segments) {
+      for (const entry of segment.entries) this.aborted.append(entry);
+      const bytes = encodeTxnIndexEntries(segment.entries);
+      if (segment.stored === undefined || !equalBytes(segment.stored, bytes)) await this.log.rewriteTxnIndex(segment.baseOffset, bytes);
+    }
+  }
+
+  /**
+   * Replays the log in [from, to) into `state`, batch header by batch header: data batches through
+   * applyAppend, markers through applyMarker. Tracks open transactions in `ongoing` and reports every
+   * aborted one to `onAborted`. Returns the offset it reached.
+   */
+  private async replayLog(
+    from: number,
+    to: number,
+    state: ProducerStateTable,
+    ongoing: OngoingTxns,
+    onAborted: (txn: AbortedTxn) => void,
+  ): Promise<number> {
     let offset = from;
-    const end = this.log.logEndOffset;
-    while (offset < end) {
-      const read = await this.log.read(offset, REPLAY_READ_BYTES, { minOneBatch: true, upToOffset: end });
+    while (offset < to) {
+      const read = await this.log.read(offset, REPLAY_READ_BYTES, { minOneBatch: true, upToOffset: to });
       if (read.kind !== "records" || read.bytes.length === 0) break;
       const bytes = read.bytes;
       for (let position = 0; position + BATCH_HEADER_BYTES <= bytes.length; ) {
         const header = parseBatchHeader(bytes, position);
         position += header.sizeBytes;
         if (lastOffsetOf(header) < offset || header.producerId < 0) continue;
+        const producerId = header.producerId;
         if (header.isControl) {
           const control = parseControlRecord(bytes, header.position);
-          applyMarker(this.producers, header.producerId, header.producerEpoch, {
+          // Other control records (leader changes, ...) are not transaction markers; bunka writes none.
+          if (control.type === "other") continue;
+          const result = applyMarker(state, producerId, header.producerEpoch, {
             coordinatorEpoch: control.coordinatorEpoch,
             offset: header.baseOffset,
             timestampMs: header.maxTimestampMs,
             isCommit: control.type === "commit",
           });
+          if (result.kind === "applied" && result.completedTxn !== undefined) {
+            ongoing.close(producerId);
+            if (result.completedTxn.isAborted) {
+              onAborted({
+                producerId,
+                firstOffset: result.completedTxn.firstOffset,
+                lastOffset: header.baseOffset,
+                lastStableOffset: ongoing.earliestFirstOffset() ?? header.baseOffset + 1,
+              });
+            }
+          }
           continue;
         }
-        const info = {
-          producerId: header.producerId,
-          producerEpoch: header.producerEpoch,
-          baseSequence: header.baseSequence,
-          lastSequence: lastSequenceOf(header),
-          isTransactional: header.isTransactional,
-        };
-        applyAppend(this.producers, info, {
-          firstOffset: header.baseOffset,
-          lastOffset: lastOffsetOf(header),
-          timestampMs: header.maxTimestampMs,
-        });
+        const opensTxn = header.isTransactional && !ongoing.has(producerId);
+        applyAppend(
+          state,
+          {
+            producerId,
+            producerEpoch: header.producerEpoch,
+            baseSequence: header.baseSequence,
+            lastSequence: lastSequenceOf(header),
+            isTransactional: header.isTransactional,
+          },
+          { firstOffset: header.baseOffset, lastOffset: lastOffsetOf(header), timestampMs: header.maxTimestampMs },
+        );
+        if (opensTxn) ongoing.open(producerId, header.baseOffset);
       }
       if (read.nextOffset <= offset) break;
       offset = read.nextOffset;
     }
-    this.dirty = offset > from;
+    return offset;
   }
+}
+
+/** The segment whose offsets hold `offset` (segments are sorted and contiguous). */
+function segmentOf(segments: SegmentTxnIndex[], offset: number): SegmentTxnIndex {
+  let lo = 0;
+  let hi = segments.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if (segments[mid]!.baseOffset <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return segments[lo]!;
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

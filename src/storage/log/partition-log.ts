@@ -33,6 +33,14 @@
  *   leads to a sound batch that continues its offsets. Both mean damage inside the log, and open fails.
  * - The log must reach the recovery point and the log start offset: durable data never goes missing
  *   silently.
+ *
+ * Aborted-transaction index (`.txnindex`, txn-index.ts). Every segment gets an empty one when it is created
+ * (in the same directory fsync as its `.log`), so a missing file means a lost one. The log only stores the
+ * bytes: `appendTxnIndexEntry` appends one entry to the file of the segment holding the marker, after the
+ * marker's own write and before a roll could create a later file of the same name, and fsyncs it; entries
+ * go out one at a time in call order. The Partition decides what the entries are and, at open, reads the
+ * files (`readTxnIndexes`), rebuilds the ones that are missing or damaged from the log and replaces them
+ * (`rewriteTxnIndex`). Retention deletes a segment's `.txnindex` with it.
  */
 import { FatalError, ConfigError, CorruptStateError } from "../../errors/errors.ts";
 import type { Clock } from "../../platform/clock.ts";
@@ -246,6 +254,10 @@ export class PartitionLog {
   private readonly deletions = new Set<Promise<void>>();
   private deletionError: unknown;
   private retention: Promise<unknown> = Promise.resolve();
+  /** The aborted-transaction index writes, one after the other (see appendTxnIndexEntry). */
+  private txnIndexWrites: Promise<void> = Promise.resolve();
+  /** readTxnIndexes has run: every segment knows the size of its `.txnindex`. */
+  private txnIndexesLoaded = false;
   private inflightReads = 0;
   private readsDrained: (() => void) | undefined;
 
@@ -399,6 +411,74 @@ export class PartitionLog {
     return this.segments[this.segments.length - 1]!;
   }
 
+  // ---- aborted-transaction index files ------------------------------------------------------------
+
+  /**
+   * The `.txnindex` bytes of every segment, oldest first, with the segment's offset range [baseOffset,
+   * endOffset); `bytes` is undefined when the file is missing. Called once at open, before any append.
+   */
+  async readTxnIndexes(): Promise<{ baseOffset: number; endOffset: number; bytes: Uint8Array | undefined }[]> {
+    this.assertWritable();
+    const out: { baseOffset: number; endOffset: number; bytes: Uint8Array | undefined }[] = [];
+    for (const segment of this.segments) {
+      const bytes = await this.readIfExists(segment.txnIndexPath);
+      segment.txnIndexBytes = bytes?.length ?? 0;
+      out.push({ baseOffset: segment.baseOffset, endOffset: segment === this.active ? this.logEnd : segment.endOffset, bytes });
+    }
+    this.txnIndexesLoaded = true;
+    return out;
+  }
+
+  /** Replaces the `.txnindex` of the segment based at `baseOffset` (a rebuild or repair at open). */
+  async rewriteTxnIndex(baseOffset: number, bytes: Uint8Array): Promise<void> {
+    this.assertWritable();
+    const segment = this.segments.find((s) => s.baseOffset === baseOffset);
+    if (segment === undefined) throw new RangeError(`no segment based at ${baseOffset} in ${this.dir}`);
+    await this.txnIndexWrites;
+    await writeFileAtomic(this.fs, segment.txnIndexPath, bytes);
+    segment.txnIndexBytes = bytes.length;
+  }
+
+  /**
+   * Appends `entry` (encoded entries) to the `.txnindex` of the segment holding offset `markerOffset`,
+   * once `after` (the marker's own `written`) settles, and fsyncs it. Entries are written one after the
+   * other in call order. Resolves when the entry is durable; a failure fails the log.
+   */
+  appendTxnIndexEntry(markerOffset: number, entry: Uint8Array, after: Promise<void>): Promise<void> {
+    this.assertWritable();
+    if (!this.txnIndexesLoaded) throw new Error(`the aborted-transaction indexes of ${this.dir} were not read`);
+    if (markerOffset < this.active.baseOffset || markerOffset >= this.logEnd) {
+      throw new RangeError(`marker offset ${markerOffset} is not in the active segment of ${this.dir}`);
+    }
+    const segment = this.active;
+    const position = segment.txnIndexBytes;
+    segment.txnIndexBytes += entry.length;
+    const write = this.txnIndexWrites.then(async () => {
+      await after;
+      if (this.failure !== undefined) throw this.failure;
+      const handle = await this.fs.open(segment.txnIndexPath, "rw");
+      try {
+        await handle.write(entry, position);
+        try {
+          await handle.fsync();
+        } catch (error) {
+          throw new FatalError(`fsync of ${segment.txnIndexPath} failed`, { cause: error });
+        }
+      } finally {
+        await handle.close().catch(() => undefined);
+      }
+    });
+    const tracked = this.failOnError(write);
+    this.txnIndexWrites = tracked.catch(() => undefined);
+    return tracked;
+  }
+
+  /** Resolves when every aborted-transaction index entry appended so far is durable; rejects on failure. */
+  async txnIndexSettled(): Promise<void> {
+    await this.txnIndexWrites;
+    if (this.failure !== undefined) throw this.failure;
+  }
+
   private shouldRoll(segment: Segment, setBytes: number, lastOffset: number, nowMs: number): boolean {
     if (segment.sizeBytes === 0) return false;
     return (
@@ -443,6 +523,10 @@ export class PartitionLog {
       throw new Error(`partition log ${this.dir} is closed`);
     }
     next.handle = handle;
+    // The segment's (empty) aborted-transaction index exists from the start, durable with the segment's
+    // name: a missing one is then a lost one. No entry can be appended to it before this: entries are
+    // written after the marker's own write, which is queued after this roll.
+    await (await this.fs.open(next.txnIndexPath, "w")).close();
     await fsyncDirOrDie(this.fs, this.dir, `after creating ${next.logPath}`);
     // Inactive segments read their time index from the file on demand.
     old.timeIndex = undefined;
@@ -1107,7 +1191,7 @@ export class PartitionLog {
     const open = this.openInactive.indexOf(segment);
     if (open >= 0) this.openInactive.splice(open, 1);
     if (handle !== undefined) await handle.close().catch(() => undefined);
-    for (const path of [segment.logPath, segment.indexPath, segment.timeIndexPath]) {
+    for (const path of [segment.logPath, segment.indexPath, segment.timeIndexPath, segment.txnIndexPath]) {
       await this.fs.unlink(path).catch((error: unknown) => {
         if ((error as { code?: string }).code !== "ENOENT") throw error;
       });
@@ -1130,6 +1214,7 @@ export class PartitionLog {
       // A failure rejects the queued operations at once, while the one in progress (a roll opening the
       // next segment's file) may still be running: wait for the pump itself, failed or not.
       await this.pumpRun;
+      await this.txnIndexWrites.catch(() => undefined);
       if (this.failure === undefined) {
         await this.tail.catch(() => undefined);
         if (this.durableEnd < this.logEnd) await this.flusher.request();
@@ -1183,7 +1268,7 @@ export class PartitionLog {
     logBases.sort((a, b) => a - b);
     const logNames = new Set(logBases.map((b) => `${String(b).padStart(20, "0")}.log`));
     for (const name of indexFiles) {
-      if (!logNames.has(name.replace(/\.(index|timeindex)$/, ".log"))) {
+      if (!logNames.has(name.replace(/\.(index|timeindex|txnindex)$/, ".log"))) {
         await fs.unlink(join(this.dir, name));
         report.removedFiles.push(name);
       }
@@ -1199,6 +1284,7 @@ export class PartitionLog {
       segment.resetIndexes();
       segment.pinned = true;
       segment.handle = await fs.open(segment.logPath, "rw");
+      await (await fs.open(segment.txnIndexPath, "w")).close();
       await fsyncDirOrDie(fs, this.dir, `after creating ${segment.logPath}`);
       this.segments = [segment];
       return;

@@ -1,7 +1,7 @@
 /**
- * One segment of a partition log: `<baseOffset, 20 digits>.log` with its `.index` and `.timeindex`, and
- * the in-memory state the log keeps for it. Also the batch-by-batch scan that recovery and index rebuilds
- * use.
+ * One segment of a partition log: `<baseOffset, 20 digits>.log` with its `.index`, `.timeindex` and
+ * `.txnindex` (aborted transactions, see txn-index.ts), and the in-memory state the log keeps for it.
+ * Also the batch-by-batch scan that recovery and index rebuilds use.
  *
  * Memory per segment is a handful of numbers. Index entries are held in memory only for the active
  * segment (they are appended there) and, on demand, for a couple of recently read inactive segments.
@@ -19,9 +19,9 @@ import {
 } from "../../protocol/records/record-batch.ts";
 import { OffsetIndex, TimeIndex } from "./indexes.ts";
 
-export const SEGMENT_FILE_NAME = /^(\d{20})\.(log|index|timeindex)$/;
+export const SEGMENT_FILE_NAME = /^(\d{20})\.(log|index|timeindex|txnindex)$/;
 
-export function segmentFileName(baseOffset: number, extension: "log" | "index" | "timeindex"): string {
+export function segmentFileName(baseOffset: number, extension: "log" | "index" | "timeindex" | "txnindex"): string {
   return `${String(baseOffset).padStart(20, "0")}.${extension}`;
 }
 
@@ -29,6 +29,7 @@ export class Segment {
   readonly logPath: string;
   readonly indexPath: string;
   readonly timeIndexPath: string;
+  readonly txnIndexPath: string;
   readonly logName: string;
 
   /** Bytes assigned to the segment; for the active one this includes writes still in flight. */
@@ -62,6 +63,8 @@ export class Segment {
   retired = false;
   /** A load or rebuild of the indexes in progress, shared by concurrent readers. */
   indexLoading: Promise<void> | undefined;
+  /** Bytes of the `.txnindex` file as this process wrote or found it: where the next entry goes. */
+  txnIndexBytes = 0;
 
   constructor(
     readonly dir: string,
@@ -72,6 +75,7 @@ export class Segment {
     this.logPath = join(dir, this.logName);
     this.indexPath = join(dir, segmentFileName(baseOffset, "index"));
     this.timeIndexPath = join(dir, segmentFileName(baseOffset, "timeindex"));
+    this.txnIndexPath = join(dir, segmentFileName(baseOffset, "txnindex"));
     this.endOffset = baseOffset;
     this.createdMs = createdMs;
   }

@@ -1,0 +1,768 @@
+/**
+ * The transaction coordinator of this broker: runs the pure decisions of domain/txn/coordinator.ts against
+ * the durable slot store (storage/txn-state-store.ts) and carries out their effects, in the order of
+ * DESIGN.md §5:
+ *
+ *   1. the decision is persisted (for EndTxn: Ongoing -> PrepareCommit / PrepareAbort, with the partitions
+ *      and groups) and durable before anything else happens, so no marker ever exists without it;
+ *   2. fence: every local partition raises the producer's epoch (PartitionManager.fenceProducer) and the
+ *      bump is appended to this broker's fence log for the peers (storage/fence-log.ts);
+ *   3. offsets: the staged transactional offsets of each of the transaction's groups are committed or
+ *      discarded (the group coordinator's offset store);
+ *   4. markers: appended durably to the partitions this broker leads, and queued durably for the leaders
+ *      of the others (storage/marker-queue.ts, one file per transaction and broker);
+ *   5. Prepare* -> Complete* is persisted;
+ *   6. the answer.
+ * Every step is idempotent. A step that fails retriably leaves the entry in Prepare* (the decision is
+ * durable, so EndTxn is answered NONE, as Apache answers once its PrepareCommit is written); requests about
+ * the id meanwhile get CONCURRENT_TRANSACTIONS, and the reconcile pass (every 10 s) drives it on. A FatalError
+ * (a failed fsync) is never caught: the process exits and start-up recovery finishes the work.
+ *
+ * Start-up: every slot is loaded (a corrupt slot fails the start), and the entries found in Prepare* are
+ * driven to completion before any transactional request is answered (COORDINATOR_LOAD_IN_PROGRESS until
+ * then). Entries whose completion fails retriably stay Prepare* (answered CONCURRENT_TRANSACTIONS) and go to
+ * the reconcile pass.
+ *
+ * Concurrency: every change of one transactional id runs under that id's lock (a promise chain), so its
+ * decision and its effects never interleave with another request's about the same id (and TxnOffsetCommit's
+ * staging, which must not slip in between EndTxn's decision and its offset hook). The store's per-slot
+ * serial writer and group commit make the writes of different ids share fsyncs.
+ *
+ * Ownership (cluster/ownership.ts): only the owner of a transactional id's slot answers for it
+ * (NOT_COORDINATOR elsewhere), and only the owner runs the timeout reaper, the expiry and the reconcile pass
+ * for it.
+ *
+ * Background: every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms) the reaper aborts the
+ * Ongoing transactions whose timeout passed, with an epoch bump (the producer is fenced), and the reconcile
+ * pass finishes Prepare* entries; every hour (transaction.remove.expired.transaction.cleanup.interval.ms)
+ * transactional ids idle for transactional.id.expiration.ms (7 days) are removed.
+ *
+ * The verifier: `verifier` answers, for the partition side, whether a partition is in a producer's ongoing
+ * transaction (what stops a transactional batch outside its transaction, i.e. hanging transactions). It is
+ * an in-memory index of the Ongoing entries, updated as their changes become durable; an entry leaving
+ * Ongoing leaves the index as soon as the decision is made.
+ *
+ * Not done here: cross-broker verification (a peer's partitions cannot ask this index; the partition side
+ * of a peer answers from its own coordinator's view), reloading a slot taken over from another broker
+ * (single-broker ownership never moves), and transaction version 2 (EndTxn v5).
+ */
+import { slotOf, type Ownership } from "../cluster/ownership.ts";
+import { markerDisposition, type MarkerSpec, type MarkerWriteResult } from "../cluster/marker-queue-watcher.ts";
+import {
+  DEFAULT_COORDINATOR_EPOCH,
+  NO_EFFECTS,
+  TIMED_OUT_TRANSACTION_SWEEP_INTERVAL_MS,
+  TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT,
+  abortTimedOut,
+  addOffsets,
+  addPartitions,
+  completeTxn,
+  endTxn,
+  expire,
+  initProducerId,
+  initProducerIdAnswer,
+  isExpired,
+  isTimedOut,
+  needsNewProducerId,
+  recoveryEffects,
+  verifyPartitions,
+  type AddOffsetsInput,
+  type AddPartitionsInput,
+  type EndTxnInput,
+  type FenceEffect,
+  type InitProducerIdInput,
+  type MarkersEffect,
+  type ProducerRef,
+  type TxnDecision,
+  type VerifiedPartition,
+} from "../domain/txn/coordinator.ts";
+import {
+  NO_PRODUCER_EPOCH,
+  NO_PRODUCER_ID,
+  TXN_STATES,
+  containsPartition,
+  eachPartition,
+  toTopicPartitions,
+  type TxnEntry,
+  type TxnState,
+} from "../domain/txn/txn-state.ts";
+import type { TransactionVerifier } from "../domain/txn/verifier.ts";
+import { FatalError } from "../errors/errors.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { QueuedMarkers } from "../storage/marker-queue.ts";
+import type { AllocateResult } from "../storage/producer-id-store.ts";
+import type { TxnStateStore } from "../storage/txn-state-store.ts";
+
+/** transaction.remove.expired.transaction.cleanup.interval.ms (Apache's default, 1 hour). */
+export const TRANSACTIONAL_ID_EXPIRATION_CHECK_INTERVAL_MS = 3_600_000;
+
+/**
+ * What the partition side answers for the coordinator: markers on partitions this broker leads, and the
+ * fence of an old epoch on every local partition. PartitionManager implements it.
+ */
+export interface TxnPartitionSide {
+  writeMarker(topic: string, partition: number, marker: MarkerSpec): Promise<MarkerWriteResult>;
+  fenceProducer(producerId: number, newEpoch: number): void | Promise<void>;
+}
+
+/** The offset hook: commit or discard what a producer staged for a group (GroupCoordinator implements it). */
+export interface TxnOffsetHook {
+  completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number>;
+}
+
+export interface TxnCoordinatorOptions {
+  /** transaction.max.timeout.ms */
+  transactionMaxTimeoutMs: number;
+  /** transactional.id.expiration.ms */
+  transactionalIdExpirationMs?: number;
+  /** transaction.abort.timed.out.transaction.cleanup.interval.ms */
+  abortTimedOutTransactionsIntervalMs?: number;
+  /** transaction.remove.expired.transaction.cleanup.interval.ms */
+  expirationCheckIntervalMs?: number;
+  /** The coordinator epoch written into markers. */
+  coordinatorEpoch?: number;
+  /** Run the reaper, reconcile and expiry timers (tests call the passes themselves). */
+  timers?: boolean;
+}
+
+export interface TxnCoordinatorDeps {
+  store: TxnStateStore;
+  allocateProducerId: () => Promise<AllocateResult>;
+  ownership: Ownership;
+  partitions: TxnPartitionSide;
+  offsets: TxnOffsetHook;
+  fenceLog: { append(fence: { producerId: number; epoch: number; timestampMs: number }): Promise<void> };
+  markerQueue: { enqueue(brokerId: number, markers: QueuedMarkers): Promise<string> };
+  clock: Clock;
+  log: Logger;
+  options: TxnCoordinatorOptions;
+  /** Called with a FatalError met in the background (default: rethrown out of any request, so the process exits). */
+  onFatal?: (error: FatalError) => void;
+}
+
+export interface ProducerIdAndEpochAnswer {
+  errorCode: number;
+  producerId: number;
+  producerEpoch: number;
+}
+
+export interface DescribedTransaction {
+  errorCode: number;
+  transactionalId: string;
+  transactionState: string;
+  transactionTimeoutMs: number;
+  transactionStartTimeMs: number;
+  producerId: number;
+  producerEpoch: number;
+  topics: { topic: string; partitions: number[] }[];
+}
+
+export interface ListedTransactions {
+  errorCode: number;
+  unknownStateFilters: string[];
+  transactionStates: { transactionalId: string; producerId: number; transactionState: string }[];
+}
+
+/** A store write failed without being fatal: answered NOT_COORDINATOR (Apache's answer to KAFKA_STORAGE_ERROR). */
+const STORE_FAILED: TxnDecision = { errorCode: ErrorCode.NOT_COORDINATOR, entry: undefined, write: false, effects: NO_EFFECTS };
+
+function noChange(entry: TxnEntry | undefined, errorCode: number = ErrorCode.NONE): TxnDecision {
+  return { errorCode, entry, write: false, effects: NO_EFFECTS };
+}
+
+function isPrepare(state: TxnState | undefined): boolean {
+  return state === "PrepareCommit" || state === "PrepareAbort";
+}
+
+export class TxnCoordinator {
+  private ready = false;
+  private closed = false;
+  private readonly locks = new Map<string, Promise<void>>();
+  /** Ongoing entries by transactional id and by producer id (the verifier's and the reaper's index). */
+  private readonly ongoingById = new Map<string, TxnEntry>();
+  private readonly ongoingByPid = new Map<number, TxnEntry>();
+  /** Ids whose entry is in Prepare*: decided, not yet completed. */
+  private readonly unfinished = new Set<string>();
+  /**
+   * Partitions whose marker is already done for a decision not yet completed, by id, with the decision's
+   * producer id, epoch and result: a retry of the decision writes only the rest (no duplicate markers on
+   * healthy partitions while one partition keeps failing). Memory only: after a restart every marker is
+   * written again, which is harmless.
+   */
+  private readonly markersDone = new Map<string, { key: string; partitions: Set<string> }>();
+  private recovery: Promise<void> | undefined;
+  private readonly timers: ReturnType<typeof setInterval>[] = [];
+  /** The background passes in flight, by timer. */
+  private readonly passes = new Set<Promise<unknown>>();
+  private readonly coordinatorEpoch: number;
+  private readonly expirationMs: number;
+
+  readonly verifier: TransactionVerifier = {
+    isPartitionInOngoingTransaction: (producerId, producerEpoch, topic, partition) => {
+      const entry = this.ongoingByPid.get(producerId);
+      return entry !== undefined && entry.epoch === producerEpoch && containsPartition(entry.partitions, topic, partition);
+    },
+  };
+
+  constructor(private readonly deps: TxnCoordinatorDeps) {
+    this.coordinatorEpoch = deps.options.coordinatorEpoch ?? DEFAULT_COORDINATOR_EPOCH;
+    this.expirationMs = deps.options.transactionalIdExpirationMs ?? TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
+  }
+
+  // ---- life cycle ------------------------------------------------------------------------------
+
+  /**
+   * Loads every slot (CorruptStateError for a damaged one), builds the in-memory indexes, and starts the
+   * recovery of entries in Prepare* (requests answer COORDINATOR_LOAD_IN_PROGRESS until it is done; see
+   * `whenReady`). Starts the background timers unless the options say not to.
+   */
+  async start(): Promise<void> {
+    await this.deps.store.loadAll();
+    for (const entry of await this.deps.store.list()) this.track(entry.transactionalId, entry);
+    this.recovery = this.recover().catch((error: unknown) => this.background(error));
+    if (this.deps.options.timers !== false) this.startTimers();
+  }
+
+  /** Resolves once start-up recovery is over and requests are answered. */
+  async whenReady(): Promise<void> {
+    await this.recovery;
+  }
+
+  get isReady(): boolean {
+    return this.ready && !this.closed;
+  }
+
+  private async recover(): Promise<void> {
+    const ids = [...this.unfinished].filter((id) => this.owns(id)).sort();
+    if (ids.length > 0) this.deps.log.info("completing transactions decided before the restart", { count: ids.length });
+    let left = 0;
+    try {
+      for (const id of ids) {
+        if (this.closed) return;
+        const done = await this.locked(id, () => this.finish(id)).catch((error: unknown) => {
+          if (error instanceof FatalError) throw error;
+          this.deps.log.warn("completing a decided transaction failed", { transactionalId: id, error: String(error) });
+          return false;
+        });
+        if (!done) left += 1;
+      }
+    } finally {
+      // Whatever could not be completed stays in Prepare* (answered CONCURRENT_TRANSACTIONS) for the
+      // reconcile pass; the coordinator serves everything else.
+      if (left > 0) this.deps.log.warn("some decided transactions could not be completed yet; they are retried every 10 s", { count: left });
+      this.ready = true;
+    }
+  }
+
+  private startTimers(): void {
+    const every = (ms: number, pass: () => Promise<unknown>) => {
+      let running: Promise<unknown> | undefined;
+      const timer = setInterval(() => {
+        if (running !== undefined || !this.ready || this.closed) return; // the previous pass still runs
+        const current: Promise<unknown> = pass()
+          .catch((error: unknown) => this.background(error))
+          .finally(() => {
+            running = undefined;
+            this.passes.delete(current);
+          });
+        running = current;
+        this.passes.add(current);
+      }, ms);
+      (timer as { unref?: () => void }).unref?.();
+      this.timers.push(timer);
+    };
+    every(this.deps.options.abortTimedOutTransactionsIntervalMs ?? TIMED_OUT_TRANSACTION_SWEEP_INTERVAL_MS, async () => {
+      await this.abortTimedOutTransactions();
+      await this.completeUnfinished();
+    });
+    every(this.deps.options.expirationCheckIntervalMs ?? TRANSACTIONAL_ID_EXPIRATION_CHECK_INTERVAL_MS, () => this.expireTransactionalIds());
+  }
+
+  /** Stops the timers, waits for every request and pass in flight, and closes the store. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const timer of this.timers) clearInterval(timer);
+    await this.recovery?.catch(() => undefined);
+    await Promise.all([...this.passes]).catch(() => undefined);
+    while (this.locks.size > 0) await Promise.all([...this.locks.values()]).catch(() => undefined);
+    await this.deps.store.close();
+  }
+
+  // ---- ownership and gates ---------------------------------------------------------------------
+
+  /** Whether this broker coordinates the transactional id (owns its slot). */
+  owns(transactionalId: string): boolean {
+    const { ownership } = this.deps;
+    return ownership.slotOwner("txn", slotOf(transactionalId)) === ownership.selfId;
+  }
+
+  /** NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when a request about the id cannot be served now. */
+  private gate(transactionalId: string): number | undefined {
+    if (this.closed || !this.owns(transactionalId)) return ErrorCode.NOT_COORDINATOR;
+    if (!this.ready) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
+    return undefined;
+  }
+
+  // ---- requests --------------------------------------------------------------------------------
+
+  /** InitProducerId with a transactional id (the answer's code before the version rewrite). */
+  async initProducerId(request: InitProducerIdInput): Promise<ProducerIdAndEpochAnswer> {
+    const refused = (errorCode: number): ProducerIdAndEpochAnswer => ({ errorCode, producerId: NO_PRODUCER_ID, producerEpoch: NO_PRODUCER_EPOCH });
+    const limits = { transactionMaxTimeoutMs: this.deps.options.transactionMaxTimeoutMs };
+    // Apache's order: the id and the timeout are checked before the coordinator looks the id up.
+    if (request.transactionalId.length === 0) return refused(ErrorCode.INVALID_REQUEST);
+    if (!Number.isSafeInteger(request.timeoutMs) || request.timeoutMs <= 0 || request.timeoutMs > limits.transactionMaxTimeoutMs) {
+      return refused(ErrorCode.INVALID_TRANSACTION_TIMEOUT);
+    }
+    const gated = this.gate(request.transactionalId);
+    if (gated !== undefined) return refused(gated);
+    const id = request.transactionalId;
+    return this.locked(id, async () => {
+      // Under the id's lock nothing else changes the entry, so what needsNewProducerId saw is what the
+      // decision sees; a new producer id is reserved (durably, asynchronously) before the synchronous update.
+      await this.retryUnfinished(id);
+      const current = await this.deps.store.get(id);
+      let reserved: number | undefined;
+      if (needsNewProducerId(current, request, limits, this.now())) {
+        const allocated = await this.deps.allocateProducerId();
+        if (!allocated.ok) {
+          this.deps.log.warn("could not reserve a producer id block", { reason: allocated.reason });
+          return refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        reserved = allocated.producerId;
+      }
+      const decision = await this.persist(id, (entry) =>
+        initProducerId(
+          entry,
+          request,
+          () => {
+            const producerId = reserved;
+            reserved = undefined;
+            return producerId;
+          },
+          limits,
+          this.now(),
+          this.coordinatorEpoch,
+        ),
+      );
+      if (decision.write) await this.carryOut(id, decision);
+      return initProducerIdAnswer(decision);
+    });
+  }
+
+  /** AddPartitionsToTxn (client form): one code for every partition. */
+  async addPartitions(request: AddPartitionsInput): Promise<number> {
+    if (request.transactionalId.length === 0) return ErrorCode.INVALID_REQUEST;
+    const gated = this.gate(request.transactionalId);
+    if (gated !== undefined) return gated;
+    return this.locked(request.transactionalId, async () => {
+      await this.retryUnfinished(request.transactionalId);
+      const decision = await this.persist(request.transactionalId, (entry) => addPartitions(entry, request, this.now()));
+      return decision.errorCode;
+    });
+  }
+
+  /** AddPartitionsToTxn v4+ with verifyOnly: a code per partition, nothing changed. */
+  async verifyPartitions(request: AddPartitionsInput): Promise<VerifiedPartition[]> {
+    const all = (errorCode: number) => [...eachPartition(request.partitions)].map(({ topic, partition }) => ({ topic, partition, errorCode }));
+    if (request.transactionalId.length === 0) return all(ErrorCode.INVALID_REQUEST);
+    const gated = this.gate(request.transactionalId);
+    if (gated !== undefined) return all(gated);
+    return verifyPartitions(await this.deps.store.get(request.transactionalId), request);
+  }
+
+  /** AddOffsetsToTxn. */
+  async addOffsets(request: AddOffsetsInput): Promise<number> {
+    if (request.transactionalId.length === 0) return ErrorCode.INVALID_REQUEST;
+    const gated = this.gate(request.transactionalId);
+    if (gated !== undefined) return gated;
+    return this.locked(request.transactionalId, async () => {
+      await this.retryUnfinished(request.transactionalId);
+      const decision = await this.persist(request.transactionalId, (entry) => addOffsets(entry, request, this.now()));
+      return decision.errorCode;
+    });
+  }
+
+  /**
+   * EndTxn: the decision durable in Prepare*, then its effects and Complete*, then the answer. The producer
+   * id and epoch of the answer (EndTxn v5+ only) are the entry's on success, -1 otherwise.
+   */
+  async endTxn(request: EndTxnInput): Promise<ProducerIdAndEpochAnswer> {
+    const refused = (errorCode: number): ProducerIdAndEpochAnswer => ({ errorCode, producerId: NO_PRODUCER_ID, producerEpoch: NO_PRODUCER_EPOCH });
+    if (request.transactionalId.length === 0) return refused(ErrorCode.INVALID_REQUEST);
+    const gated = this.gate(request.transactionalId);
+    if (gated !== undefined) return refused(gated);
+    const id = request.transactionalId;
+    return this.locked(id, async () => {
+      await this.retryUnfinished(id);
+      const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
+      if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return refused(decision.errorCode);
+      if (decision.write) {
+        const completed = await this.carryOut(id, decision);
+        if (!completed) {
+          this.deps.log.warn("transaction decided but not completed yet; it is retried in the background", {
+            transactionalId: id,
+            state: decision.entry.state,
+          });
+        }
+      }
+      return { errorCode: ErrorCode.NONE, producerId: decision.entry.producerId, producerEpoch: decision.entry.epoch };
+    });
+  }
+
+  /**
+   * TxnOffsetCommit's transaction check (Apache's verification of the group's offsets partition, KIP-890):
+   * the producer must be the id's current one (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED), not in a
+   * decision (CONCURRENT_TRANSACTIONS), and the group must have been added with AddOffsetsToTxn
+   * (TRANSACTION_ABORTABLE otherwise). `stage` then runs under the id's lock, so the staged offsets cannot
+   * land after an EndTxn's offset hook already ran. The slot need not be owned here: TxnOffsetCommit goes
+   * to the group's coordinator.
+   */
+  async withVerifiedGroup<T>(ref: ProducerRef, groupId: string, stage: () => Promise<T>): Promise<{ errorCode: number; value?: T }> {
+    if (ref.transactionalId.length === 0) return { errorCode: ErrorCode.INVALID_REQUEST };
+    if (this.closed) return { errorCode: ErrorCode.NOT_COORDINATOR };
+    if (!this.ready) return { errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS };
+    return this.locked(ref.transactionalId, async () => {
+      const entry = await this.deps.store.get(ref.transactionalId);
+      const errorCode = verifyGroup(entry, ref, groupId);
+      if (errorCode !== ErrorCode.NONE) return { errorCode };
+      return { errorCode, value: await stage() };
+    });
+  }
+
+  /** DescribeTransactions of one id. */
+  async describe(transactionalId: string): Promise<DescribedTransaction> {
+    const described = (errorCode: number, entry?: TxnEntry): DescribedTransaction => ({
+      errorCode,
+      transactionalId,
+      transactionState: entry?.state ?? "",
+      transactionTimeoutMs: entry?.timeoutMs ?? 0,
+      transactionStartTimeMs: entry?.ongoingSinceMs ?? -1,
+      producerId: entry?.producerId ?? NO_PRODUCER_ID,
+      producerEpoch: entry?.epoch ?? NO_PRODUCER_EPOCH,
+      topics: (entry?.partitions ?? []).map((t) => ({ topic: t.topic, partitions: [...t.partitions] })),
+    });
+    if (this.closed) return described(ErrorCode.COORDINATOR_NOT_AVAILABLE);
+    if (transactionalId.length === 0) return described(ErrorCode.INVALID_REQUEST);
+    const gated = this.gate(transactionalId);
+    if (gated !== undefined) return described(gated);
+    const entry = await this.deps.store.get(transactionalId);
+    if (entry === undefined) return described(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND);
+    return described(ErrorCode.NONE, entry);
+  }
+
+  /**
+   * ListTransactions over the slots this broker owns: filters by state (names Apache does not know come
+   * back in unknownStateFilters), by producer id, and (v1) by duration: only transactions started more than
+   * `durationFilterMs` ago (a negative filter lists all).
+   */
+  async list(stateFilters: readonly string[], producerIdFilters: readonly number[], durationFilterMs: number): Promise<ListedTransactions> {
+    if (this.closed) return { errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE, unknownStateFilters: [], transactionStates: [] };
+    if (!this.ready) return { errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, unknownStateFilters: [], transactionStates: [] };
+    const states = new Set<string>();
+    const unknownStateFilters: string[] = [];
+    for (const name of stateFilters) {
+      if ((TXN_STATES as readonly string[]).includes(name)) states.add(name);
+      else if (!unknownStateFilters.includes(name)) unknownStateFilters.push(name);
+    }
+    const producerIds = new Set(producerIdFilters);
+    const nowMs = this.now();
+    const entries = await this.deps.store.list(
+      (entry) =>
+        (producerIds.size === 0 || producerIds.has(entry.producerId)) &&
+        (stateFilters.length === 0 || states.has(entry.state)) &&
+        (durationFilterMs < 0 || nowMs - entry.ongoingSinceMs > durationFilterMs) &&
+        this.owns(entry.transactionalId),
+    );
+    return {
+      errorCode: ErrorCode.NONE,
+      unknownStateFilters,
+      transactionStates: entries.map((e) => ({ transactionalId: e.transactionalId, producerId: e.producerId, transactionState: e.state })),
+    };
+  }
+
+  /**
+   * Appends one marker to a partition this broker leads, on an operator's request (WriteTxnMarkers); the
+   * coordinator's state is not involved.
+   */
+  writeLocalMarker(topic: string, partition: number, marker: MarkerSpec): Promise<MarkerWriteResult> {
+    return this.deps.partitions.writeMarker(topic, partition, marker);
+  }
+
+  // ---- background passes -----------------------------------------------------------------------
+
+  /**
+   * The timeout reaper: every Ongoing transaction of a slot this broker owns whose timeout passed is fenced
+   * (epoch + 1) and aborted. Returns how many were aborted.
+   */
+  async abortTimedOutTransactions(): Promise<number> {
+    if (!this.isReady) return 0;
+    const nowMs = this.now();
+    const due = [...this.ongoingById.values()].filter((entry) => isTimedOut(entry, nowMs) && this.owns(entry.transactionalId));
+    let aborted = 0;
+    for (const found of due) {
+      if (this.closed) break;
+      const id = found.transactionalId;
+      await this.locked(id, async () => {
+        const decision = await this.persist(id, (entry) =>
+          entry === undefined || entry.producerId !== found.producerId ? noChange(entry) : abortTimedOut(entry, this.now(), this.coordinatorEpoch),
+        );
+        if (!decision.write) return;
+        aborted += 1;
+        this.deps.log.info("aborting a timed-out transaction", { transactionalId: id, producerId: found.producerId, epoch: decision.entry?.epoch });
+        await this.carryOut(id, decision);
+      });
+    }
+    return aborted;
+  }
+
+  /** Drives every decided (Prepare*) transaction of an owned slot that nobody is working on to completion. */
+  async completeUnfinished(): Promise<number> {
+    if (!this.isReady) return 0;
+    let completed = 0;
+    for (const id of [...this.unfinished].sort()) {
+      if (this.closed) break;
+      if (this.locks.has(id) || !this.owns(id)) continue; // a request about it is finishing it
+      if (await this.locked(id, () => this.finish(id))) completed += 1;
+    }
+    return completed;
+  }
+
+  /** Removes transactional ids idle for transactional.id.expiration.ms (owned slots only). */
+  async expireTransactionalIds(): Promise<number> {
+    if (!this.isReady) return 0;
+    const nowMs = this.now();
+    const candidates = await this.deps.store.list((entry) => isExpired(entry, nowMs, this.expirationMs) && this.owns(entry.transactionalId));
+    let removed = 0;
+    for (const candidate of candidates) {
+      if (this.closed) break;
+      await this.locked(candidate.transactionalId, async () => {
+        const decision = await this.persist(candidate.transactionalId, (entry) => expire(entry, this.now(), this.expirationMs));
+        if (decision.write && decision.entry === undefined) removed += 1;
+      });
+    }
+    if (removed > 0) this.deps.log.info("expired idle transactional ids", { count: removed });
+    return removed;
+  }
+
+  /** Ids whose decision is made and not yet completed (tests, introspection). */
+  unfinishedIds(): string[] {
+    return [...this.unfinished].sort();
+  }
+
+  // ---- internals -------------------------------------------------------------------------------
+
+  private now(): number {
+    return this.deps.clock.nowMs();
+  }
+
+  /** Runs `fn` after every earlier call for the same id has finished. */
+  private async locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(id) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => mine);
+    this.locks.set(id, tail);
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (this.locks.get(id) === tail) this.locks.delete(id);
+    }
+  }
+
+  /**
+   * Applies `decide` to the id's latest entry inside the store's serial writer and resolves once the
+   * result is durable (a decision that writes nothing also waits for whatever it read to be durable).
+   */
+  private async persist(id: string, decide: (entry: TxnEntry | undefined) => TxnDecision): Promise<TxnDecision> {
+    let decision: TxnDecision | undefined;
+    try {
+      await this.deps.store.update(id, (entry) => {
+        decision = decide(entry);
+        if (decision.reason !== undefined) this.deps.log.error("a transaction transition was refused", { transactionalId: id, reason: decision.reason });
+        if (!decision.write) return entry;
+        // A transaction leaving Ongoing stops taking batches now, not once the decision is durable.
+        if (entry?.state === "Ongoing" && decision.entry?.state !== "Ongoing") this.track(id, decision.entry);
+        return decision.entry;
+      });
+    } catch (error) {
+      if (error instanceof FatalError) throw error;
+      this.deps.log.warn("a transaction state write failed", { transactionalId: id, error: String(error) });
+      // The store rolled the slot back to its durable state; so does the index.
+      this.track(id, await this.deps.store.get(id).catch(() => undefined));
+      return STORE_FAILED;
+    }
+    if (decision === undefined) return STORE_FAILED;
+    if (decision.write) this.track(id, decision.entry);
+    return decision;
+  }
+
+  /** Keeps the Ongoing index and the unfinished set in step with the entry of `id`. */
+  private track(id: string, entry: TxnEntry | undefined): void {
+    const old = this.ongoingById.get(id);
+    if (old !== undefined) {
+      this.ongoingById.delete(id);
+      if (this.ongoingByPid.get(old.producerId) === old) this.ongoingByPid.delete(old.producerId);
+    }
+    if (entry?.state === "Ongoing") {
+      this.ongoingById.set(id, entry);
+      this.ongoingByPid.set(entry.producerId, entry);
+    }
+    if (isPrepare(entry?.state)) this.unfinished.add(id);
+    else {
+      this.unfinished.delete(id);
+      this.markersDone.delete(id);
+    }
+  }
+
+  /**
+   * A request about an id whose decision is not completed yet first tries to complete it (under the id's
+   * lock), so that the producer's retries drive it on rather than wait for the reconcile pass; if it still
+   * cannot complete, the request's decision answers CONCURRENT_TRANSACTIONS.
+   */
+  private async retryUnfinished(id: string): Promise<void> {
+    if (this.unfinished.has(id)) await this.finish(id);
+  }
+
+  /** Finishes the id's entry if it is in Prepare* (start-up recovery, the reconcile pass). */
+  private async finish(id: string): Promise<boolean> {
+    const entry = await this.deps.store.get(id);
+    if (entry === undefined) return true;
+    const effects = recoveryEffects(entry, this.coordinatorEpoch);
+    if (effects === undefined) {
+      this.track(id, entry);
+      return true;
+    }
+    return this.carryOut(id, { errorCode: ErrorCode.NONE, entry, write: true, effects });
+  }
+
+  /**
+   * Carries out a durable decision's effects, in order: fence, offsets, markers, then Complete*. Returns
+   * whether everything it asked for is done (false: the entry stays in Prepare* for the reconcile pass).
+   */
+  private async carryOut(id: string, decision: TxnDecision): Promise<boolean> {
+    const { effects, entry } = decision;
+    try {
+      if (effects.fence !== undefined) await this.fence(effects.fence);
+      if (effects.offsets !== undefined) {
+        const { action, producerId, groups } = effects.offsets;
+        await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit")));
+      }
+      const markersDone = effects.markers === undefined ? true : await this.writeMarkers(id, effects.markers);
+      if (!effects.completeAfterMarkers) return true;
+      if (!markersDone || entry === undefined) return false;
+      const expected = { producerId: entry.producerId, producerEpoch: entry.epoch, result: entry.state === "PrepareCommit" ? ("commit" as const) : ("abort" as const) };
+      const completed = await this.persist(id, (current) => completeTxn(current, this.now(), expected));
+      if (completed.errorCode !== ErrorCode.NONE) {
+        this.deps.log.warn("completing a transaction was refused", { transactionalId: id, errorCode: completed.errorCode });
+        return false;
+      }
+      return true;
+    } catch (error) {
+      if (error instanceof FatalError) throw error;
+      this.deps.log.warn("finishing a transaction failed; it is retried in the background", { transactionalId: id, error: String(error) });
+      return false;
+    }
+  }
+
+  private async fence(fence: FenceEffect): Promise<void> {
+    await this.deps.partitions.fenceProducer(fence.producerId, fence.epoch);
+    await this.deps.fenceLog.append({ producerId: fence.producerId, epoch: fence.epoch, timestampMs: this.now() });
+  }
+
+  /**
+   * Self-led markers appended (durable before the call resolves), then peer-led ones queued durably for
+   * their leaders. Returns whether every partition is done (written, dropped as gone, superseded, or
+   * queued).
+   */
+  private async writeMarkers(id: string, markers: MarkersEffect): Promise<boolean> {
+    const { ownership, log } = this.deps;
+    const self = ownership.selfId;
+    const local: { topic: string; partition: number }[] = [];
+    const peers = new Map<number, { topic: string; partition: number }[]>();
+    const decisionKey = `${markers.producerId}-${markers.producerEpoch}-${markers.result}`;
+    let record = this.markersDone.get(id);
+    if (record === undefined || record.key !== decisionKey) this.markersDone.set(id, (record = { key: decisionKey, partitions: new Set() }));
+    const finished = record.partitions;
+    const tpKey = (tp: { topic: string; partition: number }) => `${tp.topic}\u0000${tp.partition}`;
+    let done = true;
+    for (const tp of eachPartition(markers.partitions)) {
+      if (finished.has(tpKey(tp))) continue;
+      const leader = ownership.partitionLeader(tp.topic, tp.partition);
+      if (leader === self) local.push(tp);
+      else if (leader >= 0) peers.set(leader, [...(peers.get(leader) ?? []), tp]);
+      else {
+        log.warn("no leader known for a transaction's partition; its marker is retried", { transactionalId: id, topic: tp.topic, partition: tp.partition });
+        done = false;
+      }
+    }
+    const spec: MarkerSpec = {
+      producerId: markers.producerId,
+      producerEpoch: markers.producerEpoch,
+      commit: markers.result === "commit",
+      coordinatorEpoch: markers.coordinatorEpoch,
+    };
+    const results = await Promise.all(
+      local.map(async (tp) => {
+        try {
+          return markerDisposition(await this.deps.partitions.writeMarker(tp.topic, tp.partition, spec));
+        } catch (error) {
+          if (error instanceof FatalError) throw error;
+          log.warn("writing a transaction marker failed", { transactionalId: id, topic: tp.topic, partition: tp.partition, error: String(error) });
+          return "retry" as const;
+        }
+      }),
+    );
+    results.forEach((outcome, i) => {
+      const tp = local[i]!;
+      if (outcome === "retry") {
+        done = false;
+        return;
+      }
+      finished.add(tpKey(tp));
+      if (outcome !== "written") log.info(`transaction marker ${outcome}`, { transactionalId: id, topic: tp.topic, partition: tp.partition });
+    });
+    for (const [broker, tps] of peers) {
+      await this.deps.markerQueue.enqueue(broker, {
+        transactionalId: id,
+        producerId: markers.producerId,
+        producerEpoch: markers.producerEpoch,
+        coordinatorEpoch: markers.coordinatorEpoch,
+        result: markers.result,
+        partitions: toTopicPartitions(tps),
+      });
+      for (const tp of tps) finished.add(tpKey(tp));
+    }
+    return done;
+  }
+
+  private background(error: unknown): void {
+    if (error instanceof FatalError) {
+      this.deps.log.error("transaction state cannot be made durable", { error: String(error) });
+      if (this.deps.onFatal !== undefined) this.deps.onFatal(error);
+      else
+        queueMicrotask(() => {
+          throw error;
+        });
+      return;
+    }
+    if (!this.closed) this.deps.log.warn("transaction coordinator background pass failed", { error: String(error) });
+  }
+}
+
+/**
+ * TxnOffsetCommit's check of the transaction (Apache's handleVerifyPartitionsInTransaction for the group's
+ * offsets partition): NONE, or why the offsets may not be staged.
+ */
+export function verifyGroup(entry: TxnEntry | undefined, ref: ProducerRef, groupId: string): number {
+  if (entry === undefined || entry.producerId !== ref.producerId) return ErrorCode.INVALID_PRODUCER_ID_MAPPING;
+  if (entry.epoch !== ref.producerEpoch) return ErrorCode.PRODUCER_FENCED;
+  if (isPrepare(entry.state)) return ErrorCode.CONCURRENT_TRANSACTIONS;
+  if (entry.state !== "Ongoing" || !entry.groups.includes(groupId)) return ErrorCode.TRANSACTION_ABORTABLE;
+  return ErrorCode.NONE;
+}

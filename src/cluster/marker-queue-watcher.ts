@@ -1,0 +1,196 @@
+/**
+ * Applies the transaction markers other brokers' coordinators queued for this broker
+ * (`__cluster/marker_queue/to-<self>/`, storage/marker-queue.ts): every poll (2 s by default) it reads each
+ * queued file, appends the markers of the partitions this broker leads (durably: `writeMarker` resolves
+ * once the control batch is on disk), hands the partitions another broker now leads on to that broker's
+ * queue, and removes the file once nothing of it is left. What fails retriably stays queued (the file is
+ * rewritten with what is left) and is tried again at the next poll.
+ *
+ * Outcomes of one marker, shared with the coordinator's own marker writes (`markerDisposition`):
+ * - written: done;
+ * - UNKNOWN_TOPIC_OR_PARTITION: the partition no longer exists (its topic was deleted): dropped, as
+ *   Apache's marker channel drops markers for partitions that are gone;
+ * - INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: the partition already saw a newer producer or
+ *   coordinator epoch, so this transaction was ended there by a later decision: superseded, done;
+ * - anything else (not the leader, a storage error): retried.
+ * A partition whose leader is unknown (-1) is retried too: losing a marker would pin its LSO forever.
+ *
+ * Also the ports the coordinator and this watcher share with the partition side (PartitionManager
+ * implements them): `WriteMarker`.
+ */
+import { eachPartition, toTopicPartitions } from "../domain/txn/txn-state.ts";
+import { FatalError } from "../errors/errors.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
+import type { Ownership } from "./ownership.ts";
+
+/** How often a broker looks for markers queued for it. */
+export const MARKER_QUEUE_POLL_INTERVAL_MS = 2_000;
+
+export interface MarkerSpec {
+  readonly producerId: number;
+  readonly producerEpoch: number;
+  readonly commit: boolean;
+  readonly coordinatorEpoch: number;
+}
+
+export type MarkerWriteResult = { readonly ok: true; readonly offset: number } | { readonly ok: false; readonly errorCode: number };
+
+/** Appends a COMMIT or ABORT control batch to a partition this broker leads; resolves once it is durable. */
+export type WriteMarker = (topic: string, partition: number, marker: MarkerSpec) => Promise<MarkerWriteResult>;
+
+export type MarkerDisposition = "written" | "dropped" | "superseded" | "retry";
+
+export function markerDisposition(result: MarkerWriteResult): MarkerDisposition {
+  if (result.ok) return "written";
+  switch (result.errorCode) {
+    case ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+      return "dropped";
+    case ErrorCode.INVALID_PRODUCER_EPOCH:
+    case ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+      return "superseded";
+    default:
+      return "retry";
+  }
+}
+
+export interface MarkerQueueWatcherDeps {
+  queue: MarkerQueue;
+  ownership: Ownership;
+  writeMarker: WriteMarker;
+  log: Logger;
+  pollIntervalMs?: number;
+  /** Called with a FatalError met in the background (the process must exit). */
+  onFatal?: (error: FatalError) => void;
+}
+
+export interface MarkerPollResult {
+  /** Files looked at. */
+  files: number;
+  /** Files removed because everything in them was done. */
+  completed: number;
+  /** Markers appended to partitions this broker leads. */
+  written: number;
+  /** Partitions handed on to another broker's queue. */
+  forwarded: number;
+  /** Partitions left queued for the next poll. */
+  retried: number;
+}
+
+export class MarkerQueueWatcher {
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private polling: Promise<MarkerPollResult> | undefined;
+  private stopped = false;
+  /** Corrupt files already reported, so that the log is not flooded every poll. */
+  private readonly reportedCorrupt = new Set<string>();
+
+  constructor(private readonly deps: MarkerQueueWatcherDeps) {}
+
+  start(): void {
+    if (this.timer !== undefined || this.stopped) return;
+    this.timer = setInterval(() => {
+      this.poll().catch((error: unknown) => this.background(error));
+    }, this.deps.pollIntervalMs ?? MARKER_QUEUE_POLL_INTERVAL_MS);
+    (this.timer as { unref?: () => void }).unref?.();
+  }
+
+  /** One pass over the queue (a pass already running is joined, not doubled). */
+  poll(): Promise<MarkerPollResult> {
+    this.polling ??= this.pollNow().finally(() => (this.polling = undefined));
+    return this.polling;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling?.catch(() => undefined);
+  }
+
+  private async pollNow(): Promise<MarkerPollResult> {
+    const { queue, ownership, log } = this.deps;
+    const self = ownership.selfId;
+    const result: MarkerPollResult = { files: 0, completed: 0, written: 0, forwarded: 0, retried: 0 };
+    for (const path of await queue.list(self)) {
+      if (this.stopped) break;
+      result.files += 1;
+      let markers: QueuedMarkers | undefined;
+      try {
+        markers = await queue.read(path);
+      } catch (error) {
+        if (error instanceof FatalError) throw error;
+        if (!this.reportedCorrupt.has(path)) {
+          this.reportedCorrupt.add(path);
+          log.error("a queued transaction marker file cannot be read; it is left in place", { path, error: String(error) });
+        }
+        continue;
+      }
+      if (markers === undefined) continue;
+      const remaining: { topic: string; partition: number }[] = [];
+      const forwards = new Map<number, { topic: string; partition: number }[]>();
+      const local: { topic: string; partition: number }[] = [];
+      let total = 0;
+      for (const tp of eachPartition(markers.partitions)) {
+        total += 1;
+        const leader = ownership.partitionLeader(tp.topic, tp.partition);
+        if (leader === self) local.push(tp);
+        else if (leader >= 0) forwards.set(leader, [...(forwards.get(leader) ?? []), tp]);
+        else remaining.push(tp);
+      }
+      const spec: MarkerSpec = {
+        producerId: markers.producerId,
+        producerEpoch: markers.producerEpoch,
+        commit: markers.result === "commit",
+        coordinatorEpoch: markers.coordinatorEpoch,
+      };
+      const outcomes = await Promise.all(
+        local.map(async (tp) => {
+          try {
+            return markerDisposition(await this.deps.writeMarker(tp.topic, tp.partition, spec));
+          } catch (error) {
+            if (error instanceof FatalError) throw error;
+            log.warn("writing a queued transaction marker failed; it stays queued", { topic: tp.topic, partition: tp.partition, error: String(error) });
+            return "retry" as const;
+          }
+        }),
+      );
+      outcomes.forEach((outcome, i) => {
+        const tp = local[i]!;
+        if (outcome === "retry") remaining.push(tp);
+        else if (outcome === "written") result.written += 1;
+        else log.info(`queued transaction marker ${outcome}`, { topic: tp.topic, partition: tp.partition, producerId: markers.producerId, producerEpoch: markers.producerEpoch });
+      });
+      for (const [broker, tps] of forwards) {
+        try {
+          await queue.enqueue(broker, { ...markers, partitions: toTopicPartitions(tps) }, self);
+          result.forwarded += tps.length;
+        } catch (error) {
+          if (error instanceof FatalError) throw error;
+          remaining.push(...tps);
+        }
+      }
+      if (remaining.length === 0) {
+        await queue.remove(path);
+        result.completed += 1;
+      } else {
+        result.retried += remaining.length;
+        if (remaining.length < total) await queue.replace(path, { ...markers, partitions: toTopicPartitions(remaining) });
+      }
+    }
+    return result;
+  }
+
+  private background(error: unknown): void {
+    if (error instanceof FatalError) {
+      this.deps.log.error("transaction markers cannot be made durable", { error: String(error) });
+      if (this.deps.onFatal !== undefined) this.deps.onFatal(error);
+      else
+        queueMicrotask(() => {
+          throw error;
+        });
+      return;
+    }
+    if (!this.stopped) this.deps.log.warn("marker queue poll failed", { error: String(error) });
+  }
+}

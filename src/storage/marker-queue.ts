@@ -1,0 +1,138 @@
+/**
+ * The transaction marker queue (DESIGN.md §4, §6): a transaction coordinator that decided a transaction
+ * whose partitions another broker leads leaves the markers for that broker here, and the broker's watcher
+ * (cluster/marker-queue-watcher.ts) appends them and removes the file.
+ *
+ *   <data>/__cluster/marker_queue/to-<broker>/<producerId>-<producerEpoch>-<commit|abort>.json
+ *
+ * Each file is a state file (state-file.ts: format "txn-markers", version, CRC-32, written atomically:
+ * tmp + fsync + rename + fsync dir) holding one transaction's markers for the partitions of one broker.
+ * The name is unique per transaction (a producer id and epoch end at most one transaction, in one
+ * direction), so a retry of the same decision overwrites its own file and nothing else. A watcher that
+ * hands markers on to another leader uses the same name with a `-via-<broker>` suffix, so that it never
+ * overwrites the coordinator's own file for that broker.
+ */
+import { join } from "node:path";
+import type { TopicPartitions } from "../domain/txn/txn-state.ts";
+import type { Fs } from "../platform/fs.ts";
+import { cleanTmpFiles, ensureDir } from "./atomic-file.ts";
+import { loadState, saveState } from "./state-file.ts";
+
+export const MARKER_QUEUE_FORMAT = "txn-markers";
+export const MARKER_QUEUE_VERSION = 1;
+
+const QUEUE_FILE = /^\d+-\d+-(commit|abort)(-via-\d+)?\.json$/;
+
+export interface QueuedMarkers {
+  readonly transactionalId: string;
+  readonly producerId: number;
+  readonly producerEpoch: number;
+  readonly coordinatorEpoch: number;
+  readonly result: "commit" | "abort";
+  /** The partitions of the destination broker, in the normalized TopicPartitions form. */
+  readonly partitions: readonly TopicPartitions[];
+}
+
+export function markerQueueDir(dataDir: string): string {
+  return join(dataDir, "__cluster", "marker_queue");
+}
+
+export function markerQueueBrokerDir(dataDir: string, brokerId: number): string {
+  return join(markerQueueDir(dataDir), `to-${brokerId}`);
+}
+
+/** The file name of a transaction's markers: `<pid>-<epoch>-<commit|abort>.json`, plus `-via-<b>` when forwarded. */
+export function markerFileName(markers: Pick<QueuedMarkers, "producerId" | "producerEpoch" | "result">, viaBroker?: number): string {
+  const via = viaBroker === undefined ? "" : `-via-${viaBroker}`;
+  return `${markers.producerId}-${markers.producerEpoch}-${markers.result}${via}.json`;
+}
+
+export class MarkerQueue {
+  private readonly ensured = new Set<number>();
+
+  constructor(
+    private readonly fs: Fs,
+    private readonly dataDir: string,
+  ) {}
+
+  /** Writes (or overwrites) the markers for `brokerId`, durably. Returns the file's path. */
+  async enqueue(brokerId: number, markers: QueuedMarkers, viaBroker?: number): Promise<string> {
+    const dir = await this.dirOf(brokerId);
+    const path = join(dir, markerFileName(markers, viaBroker));
+    await saveState(this.fs, path, MARKER_QUEUE_FORMAT, MARKER_QUEUE_VERSION, markers);
+    return path;
+  }
+
+  /** The queued files for `brokerId`, oldest name first (paths). */
+  async list(brokerId: number): Promise<string[]> {
+    const dir = markerQueueBrokerDir(this.dataDir, brokerId);
+    if ((await this.fs.stat(dir)) === undefined) return [];
+    return (await this.fs.readdir(dir))
+      .filter((name) => QUEUE_FILE.test(name))
+      .sort()
+      .map((name) => join(dir, name));
+  }
+
+  /** One queued file (CorruptStateError when it fails its checks; undefined when it is gone). */
+  read(path: string): Promise<QueuedMarkers | undefined> {
+    return loadState(this.fs, path, MARKER_QUEUE_FORMAT, { current: MARKER_QUEUE_VERSION, parse: parseQueuedMarkers });
+  }
+
+  /** Replaces a queued file with what is left of it (atomically). */
+  async replace(path: string, markers: QueuedMarkers): Promise<void> {
+    await saveState(this.fs, path, MARKER_QUEUE_FORMAT, MARKER_QUEUE_VERSION, markers);
+  }
+
+  /**
+   * Removes a queued file once its markers are durable. Not fsynced: if a crash brings the name back, its
+   * markers are applied again, which is harmless (a repeated marker is either appended again at the same
+   * epoch, which readers skip, or refused as stale).
+   */
+  async remove(path: string): Promise<void> {
+    await this.fs.unlink(path).catch((error: unknown) => {
+      if ((error as { code?: string }).code !== "ENOENT") throw error;
+    });
+  }
+
+  private async dirOf(brokerId: number): Promise<string> {
+    const dir = markerQueueBrokerDir(this.dataDir, brokerId);
+    if (!this.ensured.has(brokerId)) {
+      await ensureDir(this.fs, dir);
+      await cleanTmpFiles(this.fs, dir);
+      this.ensured.add(brokerId);
+    }
+    return dir;
+  }
+}
+
+export function parseQueuedMarkers(body: unknown): QueuedMarkers {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new Error("body is not an object");
+  const b = body as Record<string, unknown>;
+  const int = (key: string, min: number): number => {
+    const value = b[key];
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) throw new Error(`${key} is not a valid integer`);
+    return value;
+  };
+  if (typeof b.transactionalId !== "string") throw new Error("transactionalId is not a string");
+  if (b.result !== "commit" && b.result !== "abort") throw new Error(`result ${JSON.stringify(b.result)} is neither commit nor abort`);
+  if (!Array.isArray(b.partitions)) throw new Error("partitions is not an array");
+  const partitions = b.partitions.map((item: unknown): TopicPartitions => {
+    if (typeof item !== "object" || item === null) throw new Error("a partitions item is not an object");
+    const t = item as Record<string, unknown>;
+    if (typeof t.topic !== "string" || t.topic.length === 0) throw new Error("a partitions item has no topic");
+    if (!Array.isArray(t.partitions) || !t.partitions.every((p: unknown) => typeof p === "number" && Number.isSafeInteger(p) && p >= 0)) {
+      throw new Error(`partitions of ${t.topic} are not partition numbers`);
+    }
+    return { topic: t.topic, partitions: t.partitions as number[] };
+  });
+  const producerEpoch = int("producerEpoch", 0);
+  if (producerEpoch > 32_767) throw new Error("producerEpoch is not an int16");
+  return {
+    transactionalId: b.transactionalId,
+    producerId: int("producerId", 0),
+    producerEpoch,
+    coordinatorEpoch: int("coordinatorEpoch", -1),
+    result: b.result,
+    partitions,
+  };
+}

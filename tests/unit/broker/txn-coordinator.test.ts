@@ -1,0 +1,493 @@
+/**
+ * The transaction coordinator service on the in-memory Fs with a fake partition side and a fake offset
+ * hook: the effect order of DESIGN §5 (Prepare* durable before any marker, then offsets, markers, Complete*,
+ * answer), crash between Prepare* and Complete* (the restart completes it before answering anything), the
+ * fence of an open transaction on InitProducerId, the timeout reaper (only on the slot's owner), expiry,
+ * the fence log, the marker queue for peer-led partitions, the verifier index, and TxnOffsetCommit's check.
+ */
+import { describe, expect, test } from "bun:test";
+import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";
+import { slotOf } from "../../../src/cluster/ownership.ts";
+import type { MarkerSpec, MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
+import { TxnCoordinator, verifyGroup, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
+import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
+import { silentLogger } from "../../../src/platform/logger.ts";
+import { FenceLogWriter, fenceLogPath, readFenceLog } from "../../../src/storage/fence-log.ts";
+import { MarkerQueue } from "../../../src/storage/marker-queue.ts";
+import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
+import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
+import { ManualClock } from "../../support/manual-clock.ts";
+import { MemoryFs } from "../../support/memory-fs.ts";
+
+const DATA = "/data";
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+class FakeOwnership implements Ownership {
+  readonly leaders = new Map<string, number>();
+  readonly txnSlotOwners = new Map<number, number>();
+  constructor(readonly selfId = 0) {}
+  brokers(): BrokerEndpoint[] {
+    return [{ brokerId: this.selfId, host: "127.0.0.1", port: 9092, rack: null }];
+  }
+  controllerId(): number {
+    return this.selfId;
+  }
+  partitionLeader(topic: string, partition: number): number {
+    return this.leaders.get(`${topic}-${partition}`) ?? this.selfId;
+  }
+  slotOwner(kind: "txn" | "group", slot: number): number {
+    return kind === "txn" ? (this.txnSlotOwners.get(slot) ?? this.selfId) : this.selfId;
+  }
+}
+
+class FakePartitions implements TxnPartitionSide {
+  readonly written: { topic: string; partition: number; marker: MarkerSpec }[] = [];
+  /** Partitions answering an error, by `<topic>-<partition>`. */
+  readonly failures = new Map<string, number>();
+  /** Runs before each marker write (inspection, blocking, simulated crashes). */
+  beforeWrite: ((topic: string, partition: number) => Promise<void> | void) | undefined;
+  constructor(private readonly events: string[]) {}
+  async writeMarker(topic: string, partition: number, marker: MarkerSpec): Promise<MarkerWriteResult> {
+    await this.beforeWrite?.(topic, partition);
+    const code = this.failures.get(`${topic}-${partition}`);
+    this.events.push(`marker ${topic}-${partition} ${marker.commit ? "commit" : "abort"} epoch=${marker.producerEpoch}${code === undefined ? "" : ` error=${code}`}`);
+    if (code !== undefined) return { ok: false, errorCode: code };
+    this.written.push({ topic, partition, marker });
+    return { ok: true, offset: this.written.length };
+  }
+  fenceProducer(producerId: number, newEpoch: number): void {
+    this.events.push(`fence ${producerId} epoch=${newEpoch}`);
+  }
+}
+
+class FakeOffsets implements TxnOffsetHook {
+  constructor(private readonly events: string[]) {}
+  async completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number> {
+    this.events.push(`offsets ${commit ? "commit" : "discard"} ${groupId} ${producerId}`);
+    return 1;
+  }
+}
+
+interface Harness {
+  fs: MemoryFs;
+  clock: ManualClock;
+  ownership: FakeOwnership;
+  events: string[];
+  partitions: FakePartitions;
+  store: TxnStateStore;
+  queue: MarkerQueue;
+  coordinator: TxnCoordinator;
+}
+
+async function setup(opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: FakeOwnership; beforeWrite?: FakePartitions["beforeWrite"]; ready?: boolean } = {}): Promise<Harness> {
+  const fs = opts.fs ?? new MemoryFs();
+  const clock = opts.clock ?? new ManualClock();
+  const ownership = opts.ownership ?? new FakeOwnership();
+  const events: string[] = [];
+  const partitions = new FakePartitions(events);
+  partitions.beforeWrite = opts.beforeWrite;
+  const store = await TxnStateStore.open(fs, DATA, { slotOf });
+  const producerIds = await ProducerIdStore.open(fs, DATA, ownership.selfId, { log: () => undefined });
+  const fenceLog = await FenceLogWriter.open(fs, DATA, ownership.selfId);
+  const queue = new MarkerQueue(fs, DATA);
+  const coordinator = new TxnCoordinator({
+    store,
+    allocateProducerId: () => producerIds.allocate(),
+    ownership,
+    partitions,
+    offsets: new FakeOffsets(events),
+    fenceLog,
+    markerQueue: {
+      enqueue: async (brokerId, markers) => {
+        events.push(`enqueue to-${brokerId} ${markers.result} ${markers.partitions.map((t) => `${t.topic}:${t.partitions.join(",")}`).join(" ")}`);
+        return queue.enqueue(brokerId, markers);
+      },
+    },
+    clock,
+    log: silentLogger,
+    options: { transactionMaxTimeoutMs: 900_000, timers: false },
+  });
+  await coordinator.start();
+  if (opts.ready !== false) await coordinator.whenReady();
+  return { fs, clock, ownership, events, partitions, store, queue, coordinator };
+}
+
+async function init(h: Harness, transactionalId: string, timeoutMs = 60_000): Promise<{ producerId: number; producerEpoch: number }> {
+  const answer = await h.coordinator.initProducerId({ transactionalId, timeoutMs, producerId: -1, producerEpoch: -1 });
+  expect(answer.errorCode).toBe(ErrorCode.NONE);
+  return { producerId: answer.producerId, producerEpoch: answer.producerEpoch };
+}
+
+function ref(transactionalId: string, p: { producerId: number; producerEpoch: number }) {
+  return { transactionalId, producerId: p.producerId, producerEpoch: p.producerEpoch };
+}
+
+const orders = (...partitions: number[]) => [{ topic: "orders", partitions }];
+
+describe("commit and abort", () => {
+  test("EndTxn(commit): Prepare durable first, then offsets, self-led markers, peer-led queue, Complete, answer", async () => {
+    const h = await setup();
+    h.ownership.leaders.set("orders-1", 1); // led by a peer
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) })).toBe(ErrorCode.NONE);
+    expect(await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" })).toBe(ErrorCode.NONE);
+    const seenAtMarker: string[] = [];
+    h.partitions.beforeWrite = async () => {
+      // What the store has made durable when the first marker is written.
+      seenAtMarker.push((await h.store.get("tx"))!.state);
+    };
+    h.events.length = 0;
+    const answer = await h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    expect(answer).toEqual({ errorCode: ErrorCode.NONE, producerId: p.producerId, producerEpoch: p.producerEpoch });
+    expect(seenAtMarker).toEqual(["PrepareCommit"]);
+    expect(h.events).toEqual([
+      `offsets commit g ${p.producerId}`,
+      `marker orders-0 commit epoch=${p.producerEpoch}`,
+      "enqueue to-1 commit orders:1",
+    ]);
+    const entry = await h.store.get("tx");
+    expect(entry?.state).toBe("CompleteCommit");
+    expect(entry?.partitions).toEqual([]);
+    expect(entry?.groups).toEqual([]);
+    // The peer's file is named after the transaction, so a retry overwrites itself.
+    const files = await h.queue.list(1);
+    expect(files.map((f) => f.split("/").pop())).toEqual([`${p.producerId}-${p.producerEpoch}-commit.json`]);
+    expect((await h.queue.read(files[0]!))?.partitions).toEqual(orders(1));
+  });
+
+  test("EndTxn(abort) discards the staged offsets and writes ABORT markers; retries answer by state", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(2) });
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    h.events.length = 0;
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: false })).errorCode).toBe(ErrorCode.NONE);
+    expect(h.events).toEqual([`offsets discard g ${p.producerId}`, `marker orders-2 abort epoch=${p.producerEpoch}`]);
+    // A retry in the same direction is answered NONE without a second marker; the other direction is refused.
+    h.events.length = 0;
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: false })).errorCode).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.INVALID_TXN_STATE);
+    expect(h.events).toEqual([]);
+  });
+
+  test("an empty transaction (only offsets) completes without markers", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    h.events.length = 0;
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect(h.events).toEqual([`offsets commit g ${p.producerId}`]);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+
+  test("a retriable marker failure leaves the decision in Prepare*, answered NONE; the reconcile pass completes it", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    h.partitions.failures.set("orders-0", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    expect(h.coordinator.unfinishedIds()).toEqual(["tx"]);
+    // Meanwhile the producer's next requests are told to retry.
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+    expect((await h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 })).errorCode).toBe(
+      ErrorCode.CONCURRENT_TRANSACTIONS,
+    );
+    h.partitions.failures.clear();
+    expect(await h.coordinator.completeUnfinished()).toBe(1);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect(h.coordinator.unfinishedIds()).toEqual([]);
+  });
+
+  test("retries of a pending decision write only the markers still missing; the producer's retry completes it", async () => {
+    const h = await setup();
+    h.ownership.leaders.set("orders-2", 1);
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1, 2) });
+    h.partitions.failures.set("orders-1", ErrorCode.KAFKA_STORAGE_ERROR);
+    h.events.length = 0;
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+    h.partitions.failures.clear();
+    // The producer's retry (no reconcile pass needed) finishes the decision, then is answered on it.
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    const epoch = p.producerEpoch;
+    expect(h.events).toEqual([
+      `marker orders-0 commit epoch=${epoch}`,
+      `marker orders-1 commit epoch=${epoch} error=${ErrorCode.KAFKA_STORAGE_ERROR}`,
+      "enqueue to-1 commit orders:2",
+      `marker orders-1 commit epoch=${epoch} error=${ErrorCode.KAFKA_STORAGE_ERROR}`,
+      `marker orders-1 commit epoch=${epoch}`,
+    ]);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+
+  test("markers for a deleted partition are dropped, a superseded one counts as done", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
+    h.partitions.failures.set("orders-0", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
+    h.partitions.failures.set("orders-1", ErrorCode.INVALID_PRODUCER_EPOCH);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+});
+
+describe("crash between Prepare and Complete", () => {
+  test("the restart completes the transaction before it answers anything", async () => {
+    const first = await setup();
+    const p = await init(first, "tx");
+    await first.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
+    await first.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    first.partitions.beforeWrite = () => {
+      // The process dies as it is about to write the first marker: what is durable now is all that survives.
+      first.fs.crash();
+      throw new Error("killed");
+    };
+    await first.coordinator.endTxn({ ...ref("tx", p), commit: true });
+
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const second = await setup({ fs: first.fs, clock: first.clock, beforeWrite: () => held, ready: false });
+    expect((await second.store.get("tx"))?.state).toBe("PrepareCommit");
+    // Recovery is writing the markers: nothing is answered from the half-done state.
+    expect(second.coordinator.isReady).toBe(false);
+    expect(await second.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(2) })).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+    expect((await second.coordinator.list([], [], -1)).errorCode).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+    release();
+    await second.coordinator.whenReady();
+    expect(second.events).toEqual([
+      `offsets commit g ${p.producerId}`,
+      `marker orders-0 commit epoch=${p.producerEpoch}`,
+      `marker orders-1 commit epoch=${p.producerEpoch}`,
+    ]);
+    expect((await second.store.get("tx"))?.state).toBe("CompleteCommit");
+    // The producer's retry of EndTxn finds the transaction committed.
+    expect((await second.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+  });
+
+  test("a crash before Prepare is durable leaves the transaction Ongoing, with no marker anywhere", async () => {
+    const first = await setup();
+    const p = await init(first, "tx");
+    await first.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    first.fs.failNextFsync(`${DATA}/__cluster/txn_state`);
+    await expect(first.coordinator.endTxn({ ...ref("tx", p), commit: true })).rejects.toThrow();
+    expect(first.events).toEqual([]);
+    first.fs.crash();
+    const second = await setup({ fs: first.fs, clock: first.clock });
+    expect((await second.store.get("tx"))?.state).toBe("Ongoing");
+    expect(second.events).toEqual([]);
+  });
+});
+
+describe("fencing", () => {
+  test("InitProducerId on an open transaction fences and aborts it (CONCURRENT_TRANSACTIONS), the retry gets the bumped epoch", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    h.events.length = 0;
+    const rejoin = await h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 });
+    expect(rejoin).toEqual({ errorCode: ErrorCode.CONCURRENT_TRANSACTIONS, producerId: -1, producerEpoch: -1 });
+    const fenced = p.producerEpoch + 1;
+    expect(h.events).toEqual([`fence ${p.producerId} epoch=${fenced}`, `offsets discard g ${p.producerId}`, `marker orders-0 abort epoch=${fenced}`]);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteAbort");
+    const retry = await h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 });
+    expect(retry).toEqual({ errorCode: ErrorCode.NONE, producerId: p.producerId, producerEpoch: p.producerEpoch + 2 });
+    // The zombie's requests at its old epoch are fenced.
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.PRODUCER_FENCED);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.PRODUCER_FENCED);
+    // Every bump went to the fence log for the peers.
+    const read = await readFenceLog(h.fs, fenceLogPath(DATA, 0), 0);
+    expect(read.fences.map((f) => [f.producerId, f.epoch])).toEqual([
+      [p.producerId, p.producerEpoch + 1],
+      [p.producerId, p.producerEpoch + 2],
+    ]);
+  });
+
+  test("a rejoin without an open transaction bumps the epoch and fences it locally and in the log", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    expect(h.events).toEqual([]); // a brand-new id fences nothing
+    const again = await init(h, "tx");
+    expect(again).toEqual({ producerId: p.producerId, producerEpoch: p.producerEpoch + 1 });
+    expect(h.events).toEqual([`fence ${p.producerId} epoch=${p.producerEpoch + 1}`]);
+    expect((await readFenceLog(h.fs, fenceLogPath(DATA, 0), 0)).fences).toHaveLength(1);
+  });
+
+  test("InitProducerId validates the id and the timeout before anything else", async () => {
+    const h = await setup();
+    const init0 = (transactionalId: string, timeoutMs: number) => h.coordinator.initProducerId({ transactionalId, timeoutMs, producerId: -1, producerEpoch: -1 });
+    expect((await init0("", 1000)).errorCode).toBe(ErrorCode.INVALID_REQUEST);
+    expect((await init0("tx", 0)).errorCode).toBe(ErrorCode.INVALID_TRANSACTION_TIMEOUT);
+    expect((await init0("tx", 900_001)).errorCode).toBe(ErrorCode.INVALID_TRANSACTION_TIMEOUT);
+    expect((await init0("tx", 900_000)).errorCode).toBe(ErrorCode.NONE);
+  });
+});
+
+describe("ownership", () => {
+  test("a slot owned by another broker answers NOT_COORDINATOR, and its reaper does not run here", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    h.ownership.txnSlotOwners.set(slotOf("tx"), 7);
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NOT_COORDINATOR);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NOT_COORDINATOR);
+    expect((await h.coordinator.describe("tx")).errorCode).toBe(ErrorCode.NOT_COORDINATOR);
+    expect((await h.coordinator.list([], [], -1)).transactionStates).toEqual([]);
+    h.clock.advance(61_000);
+    expect(await h.coordinator.abortTimedOutTransactions()).toBe(0);
+    expect((await h.store.get("tx"))?.state).toBe("Ongoing");
+    // Back on this broker, its reaper takes the transaction.
+    h.ownership.txnSlotOwners.clear();
+    expect(await h.coordinator.abortTimedOutTransactions()).toBe(1);
+  });
+});
+
+describe("timeouts and expiry", () => {
+  test("the reaper aborts a timed-out transaction with an epoch bump; the producer is then fenced", async () => {
+    const h = await setup();
+    const p = await init(h, "tx", 10_000);
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    h.clock.advance(10_000); // start + timeout == now: not yet (Apache's strict rule)
+    expect(await h.coordinator.abortTimedOutTransactions()).toBe(0);
+    h.clock.advance(1);
+    h.events.length = 0;
+    expect(await h.coordinator.abortTimedOutTransactions()).toBe(1);
+    expect(h.events).toEqual([`fence ${p.producerId} epoch=${p.producerEpoch + 1}`, `marker orders-0 abort epoch=${p.producerEpoch + 1}`]);
+    const entry = await h.store.get("tx");
+    expect(entry?.state).toBe("CompleteAbort");
+    expect(entry?.epoch).toBe(p.producerEpoch + 1);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.PRODUCER_FENCED);
+    expect(h.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+  });
+
+  test("transactional ids idle for 7 days expire; open transactions never do", async () => {
+    const h = await setup();
+    await init(h, "idle");
+    const busy = await init(h, "busy", 900_000);
+    await h.coordinator.addPartitions({ ...ref("busy", busy), partitions: orders(0) });
+    h.clock.advance(7 * DAY_MS - 1);
+    expect(await h.coordinator.expireTransactionalIds()).toBe(0);
+    h.clock.advance(1);
+    expect(await h.coordinator.expireTransactionalIds()).toBe(1);
+    expect(await h.store.get("idle")).toBeUndefined();
+    expect((await h.coordinator.describe("idle")).errorCode).toBe(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND);
+    expect((await h.store.get("busy"))?.state).toBe("Ongoing");
+  });
+});
+
+describe("verifier, TxnOffsetCommit check, listing", () => {
+  test("the verifier knows exactly the partitions of ongoing transactions at their epoch", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    const v = h.coordinator.verifier;
+    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(true);
+    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 1)).toBe(false);
+    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch + 1, "orders", 0)).toBe(false);
+    expect(v.isPartitionInOngoingTransaction(p.producerId + 1, p.producerEpoch, "orders", 0)).toBe(false);
+    // A transaction stops taking batches as soon as it is decided.
+    h.partitions.beforeWrite = () => {
+      expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    };
+    await h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    // Rebuilt from the store at start-up.
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(3) });
+    const restarted = await setup({ fs: h.fs, clock: h.clock });
+    expect(restarted.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 3)).toBe(true);
+  });
+
+  test("TxnOffsetCommit stages only for the current producer of a transaction that added the group", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    const staged: string[] = [];
+    const stage = async () => {
+      staged.push("staged");
+      return [ErrorCode.NONE];
+    };
+    expect((await h.coordinator.withVerifiedGroup(ref("tx", p), "g", stage)).errorCode).toBe(ErrorCode.TRANSACTION_ABORTABLE);
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    expect((await h.coordinator.withVerifiedGroup(ref("tx", p), "other", stage)).errorCode).toBe(ErrorCode.TRANSACTION_ABORTABLE);
+    expect((await h.coordinator.withVerifiedGroup({ ...ref("tx", p), producerEpoch: p.producerEpoch + 1 }, "g", stage)).errorCode).toBe(ErrorCode.PRODUCER_FENCED);
+    expect((await h.coordinator.withVerifiedGroup({ ...ref("tx", p), producerId: 999_999 }, "g", stage)).errorCode).toBe(ErrorCode.INVALID_PRODUCER_ID_MAPPING);
+    expect((await h.coordinator.withVerifiedGroup(ref("unknown", p), "g", stage)).errorCode).toBe(ErrorCode.INVALID_PRODUCER_ID_MAPPING);
+    expect(await h.coordinator.withVerifiedGroup(ref("tx", p), "g", stage)).toEqual({ errorCode: ErrorCode.NONE, value: [ErrorCode.NONE] });
+    expect(staged).toEqual(["staged"]);
+    expect(verifyGroup({ ...(await h.store.get("tx"))!, state: "PrepareCommit" }, ref("tx", p), "g")).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+  });
+
+  test("staging and EndTxn's offset hook never interleave", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    let releaseStage!: () => void;
+    const stageHeld = new Promise<void>((resolve) => (releaseStage = resolve));
+    let stageStarted!: () => void;
+    const started = new Promise<void>((resolve) => (stageStarted = resolve));
+    const staging = h.coordinator.withVerifiedGroup(ref("tx", p), "g", async () => {
+      stageStarted();
+      await stageHeld;
+      h.events.push("stage g");
+      return [];
+    });
+    await started;
+    let ended = false;
+    const ending = h.coordinator.endTxn({ ...ref("tx", p), commit: true }).then(() => (ended = true));
+    // However long the staging takes, EndTxn does not decide meanwhile (turns of the event loop, no timers).
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(ended).toBe(false);
+    expect(h.events).toEqual([]);
+    expect((await h.store.get("tx"))?.state).toBe("Ongoing");
+    releaseStage();
+    await Promise.all([staging, ending]);
+    expect(h.events).toEqual(["stage g", `offsets commit g ${p.producerId}`]);
+  });
+
+  test("ListTransactions filters by state, producer id and duration; DescribeTransactions shows the entry", async () => {
+    const h = await setup();
+    const a = await init(h, "a");
+    const b = await init(h, "b");
+    await h.coordinator.addPartitions({ ...ref("a", a), partitions: [{ topic: "t2", partitions: [1] }, ...orders(0, 2)] });
+    const startMs = h.clock.nowMs();
+    h.clock.advance(5_000);
+    const names = (listed: { transactionStates: { transactionalId: string }[] }) => listed.transactionStates.map((s) => s.transactionalId);
+    expect(names(await h.coordinator.list([], [], -1))).toEqual(["a", "b"]);
+    expect(names(await h.coordinator.list(["Ongoing"], [], -1))).toEqual(["a"]);
+    expect(await h.coordinator.list(["Ongoing", "Bogus"], [], -1)).toEqual({
+      errorCode: ErrorCode.NONE,
+      unknownStateFilters: ["Bogus"],
+      transactionStates: [{ transactionalId: "a", producerId: a.producerId, transactionState: "Ongoing" }],
+    });
+    expect(names(await h.coordinator.list([], [b.producerId], -1))).toEqual(["b"]);
+    expect(names(await h.coordinator.list(["Ongoing"], [], 4_999))).toEqual(["a"]);
+    expect(names(await h.coordinator.list(["Ongoing"], [], 5_000))).toEqual([]);
+    expect(await h.coordinator.describe("a")).toEqual({
+      errorCode: ErrorCode.NONE,
+      transactionalId: "a",
+      transactionState: "Ongoing",
+      transactionTimeoutMs: 60_000,
+      transactionStartTimeMs: startMs,
+      producerId: a.producerId,
+      producerEpoch: a.producerEpoch,
+      topics: [
+        { topic: "orders", partitions: [0, 2] },
+        { topic: "t2", partitions: [1] },
+      ],
+    });
+    expect((await h.coordinator.describe("b")).transactionStartTimeMs).toBe(-1);
+    expect((await h.coordinator.describe("")).errorCode).toBe(ErrorCode.INVALID_REQUEST);
+  });
+
+  test("a failed (non-fatal) state write answers NOT_COORDINATOR and changes nothing", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    h.fs.failNextWrite(`${DATA}/__cluster/txn_state`);
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) })).toBe(ErrorCode.NOT_COORDINATOR);
+    expect((await h.store.get("tx"))?.state).toBe("Empty");
+    expect(h.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) })).toBe(ErrorCode.NONE);
+  });
+});

@@ -1,0 +1,124 @@
+/**
+ * The marker queue watcher with a fake ownership and a fake partition side: applies the markers queued for
+ * this broker to the partitions it leads and removes the file once they are durable, hands partitions led
+ * elsewhere on, keeps what failed retriably (rewriting the file with what is left), drops markers of
+ * deleted partitions, and leaves a damaged file alone.
+ */
+import { describe, expect, test } from "bun:test";
+import { MarkerQueueWatcher, type MarkerSpec, type MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
+import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";
+import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
+import { silentLogger } from "../../../src/platform/logger.ts";
+import { MarkerQueue, type QueuedMarkers } from "../../../src/storage/marker-queue.ts";
+import { MemoryFs } from "../../support/memory-fs.ts";
+
+const DATA = "/data";
+
+class FakeOwnership implements Ownership {
+  readonly leaders = new Map<string, number>();
+  constructor(readonly selfId: number) {}
+  brokers(): BrokerEndpoint[] {
+    return [];
+  }
+  controllerId(): number {
+    return 0;
+  }
+  partitionLeader(topic: string, partition: number): number {
+    return this.leaders.get(`${topic}-${partition}`) ?? this.selfId;
+  }
+  slotOwner(): number {
+    return 0;
+  }
+}
+
+const markers = (partitions: number[], overrides: Partial<QueuedMarkers> = {}): QueuedMarkers => ({
+  transactionalId: "tx",
+  producerId: 4000,
+  producerEpoch: 3,
+  coordinatorEpoch: 0,
+  result: "commit",
+  partitions: [{ topic: "orders", partitions }],
+  ...overrides,
+});
+
+function setup(selfId = 1) {
+  const fs = new MemoryFs();
+  const queue = new MarkerQueue(fs, DATA);
+  const ownership = new FakeOwnership(selfId);
+  const written: string[] = [];
+  const failures = new Map<string, number>();
+  let durable = true;
+  const writeMarker = async (topic: string, partition: number, m: MarkerSpec): Promise<MarkerWriteResult> => {
+    const code = failures.get(`${topic}-${partition}`);
+    if (code !== undefined) return { ok: false, errorCode: code };
+    // The file must still be there while the marker is being made durable.
+    durable = durable && (await queue.list(selfId)).length > 0;
+    written.push(`${topic}-${partition} ${m.commit ? "commit" : "abort"} pid=${m.producerId} epoch=${m.producerEpoch}`);
+    return { ok: true, offset: written.length };
+  };
+  const watcher = new MarkerQueueWatcher({ queue, ownership, writeMarker, log: silentLogger });
+  return { fs, queue, ownership, written, failures, watcher, fileStayedUntilWritten: () => durable };
+}
+
+describe("marker queue watcher", () => {
+  test("applies markers queued for this broker, then removes the file", async () => {
+    const h = setup(1);
+    await h.queue.enqueue(1, markers([0, 2]));
+    await h.queue.enqueue(2, markers([5])); // another broker's queue: not ours
+    const result = await h.watcher.poll();
+    expect(result).toEqual({ files: 1, completed: 1, written: 2, forwarded: 0, retried: 0 });
+    expect(h.written).toEqual(["orders-0 commit pid=4000 epoch=3", "orders-2 commit pid=4000 epoch=3"]);
+    expect(h.fileStayedUntilWritten()).toBe(true);
+    expect(await h.queue.list(1)).toEqual([]);
+    expect(await h.queue.list(2)).toHaveLength(1);
+    expect((await h.watcher.poll()).files).toBe(0);
+  });
+
+  test("a retriable failure keeps just the failed partitions queued, and the next poll finishes them", async () => {
+    const h = setup(1);
+    const path = await h.queue.enqueue(1, markers([0, 1, 2], { result: "abort" }));
+    h.failures.set("orders-1", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    expect(await h.watcher.poll()).toEqual({ files: 1, completed: 0, written: 2, forwarded: 0, retried: 1 });
+    expect((await h.queue.read(path))?.partitions).toEqual([{ topic: "orders", partitions: [1] }]);
+    h.failures.clear();
+    expect((await h.watcher.poll()).completed).toBe(1);
+    expect(h.written).toEqual(["orders-0 abort pid=4000 epoch=3", "orders-2 abort pid=4000 epoch=3", "orders-1 abort pid=4000 epoch=3"]);
+    expect(await h.queue.list(1)).toEqual([]);
+  });
+
+  test("deleted partitions are dropped and superseded markers count as done", async () => {
+    const h = setup(1);
+    await h.queue.enqueue(1, markers([0, 1]));
+    h.failures.set("orders-0", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
+    h.failures.set("orders-1", ErrorCode.INVALID_PRODUCER_EPOCH);
+    expect((await h.watcher.poll()).completed).toBe(1);
+    expect(await h.queue.list(1)).toEqual([]);
+  });
+
+  test("partitions another broker leads now are handed on to its queue; unknown leaders wait", async () => {
+    const h = setup(1);
+    h.ownership.leaders.set("orders-1", 3);
+    h.ownership.leaders.set("orders-2", -1);
+    const path = await h.queue.enqueue(1, markers([0, 1, 2]));
+    expect(await h.watcher.poll()).toEqual({ files: 1, completed: 0, written: 1, forwarded: 1, retried: 1 });
+    const forwarded = await h.queue.list(3);
+    expect(forwarded.map((p) => p.split("/").pop())).toEqual(["4000-3-commit-via-1.json"]);
+    expect((await h.queue.read(forwarded[0]!))?.partitions).toEqual([{ topic: "orders", partitions: [1] }]);
+    expect((await h.queue.read(path))?.partitions).toEqual([{ topic: "orders", partitions: [2] }]);
+    h.ownership.leaders.delete("orders-2");
+    expect((await h.watcher.poll()).completed).toBe(1);
+  });
+
+  test("a damaged file is left in place and does not stop the others", async () => {
+    const h = setup(1);
+    const bad = await h.queue.enqueue(1, markers([0], { producerId: 1 }));
+    await h.queue.enqueue(1, markers([1], { producerId: 2 }));
+    const handle = await h.fs.open(bad, "rw");
+    await handle.write(new TextEncoder().encode("X"), 40);
+    await handle.close();
+    const result = await h.watcher.poll();
+    expect(result.files).toBe(2);
+    expect(result.completed).toBe(1);
+    expect(await h.queue.list(1)).toEqual([bad]);
+  });
+});
