@@ -130,6 +130,11 @@ export class Partition {
   /** The last LSO handed out: it must never go backwards. */
   private lastStable = 0;
 
+  /** Serializes snapshot writes (see snapshotIfDirty). */
+  private snapshotChain: Promise<unknown> = Promise.resolve();
+  /** Segment count when the last roll-triggered snapshot was taken. */
+  private segmentsAtLastRollSnapshot: number;
+
   private constructor(
     private readonly fs: Fs,
     private readonly clock: Clock,
@@ -140,7 +145,9 @@ export class Partition {
     readonly producers: ProducerStateTable,
     private timestampType: TimestampType,
     private readonly verifier: TransactionVerifier,
-  ) {}
+  ) {
+    this.segmentsAtLastRollSnapshot = log.segmentCount;
+  }
 
   static async open(opts: {
     fs: Fs;
@@ -319,6 +326,7 @@ export class Partition {
       if (opensTxn) this.ongoing.open(batch.producerId, appended.baseOffset);
       this.dirty = true;
     }
+    this.snapshotAfterRoll();
     // Group commit: the high watermark advances with the next fsync whatever the acks.
     void this.log.flush().catch(() => {
       // The log is failed; every waiter sees the FatalError, and the broker exits.
@@ -410,7 +418,32 @@ export class Partition {
   }
 
   /** Writes the producer-state snapshot if anything changed since the last one. */
-  async snapshotIfDirty(): Promise<boolean> {
+  /**
+   * Writes the producer-state snapshot if anything changed since the last one. Snapshots are written one
+   * at a time, so an older one can never be renamed over a newer one.
+   */
+  snapshotIfDirty(): Promise<boolean> {
+    const run = this.snapshotChain.then(() => this.writeSnapshotIfDirty());
+    this.snapshotChain = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * After an append that rolled the log to a new segment, snapshot producer state (DESIGN §4 and the
+   * spec: a snapshot at every roll keeps the replay after a crash to about one segment). In the
+   * background: the append is not held up, and a failure is reported and retried by the next roll or
+   * the maintenance pass.
+   */
+  private snapshotAfterRoll(): void {
+    const segments = this.log.segmentCount;
+    if (segments === this.segmentsAtLastRollSnapshot) return;
+    this.segmentsAtLastRollSnapshot = segments;
+    this.snapshotIfDirty().catch((error: unknown) => {
+      if (error instanceof FatalError) throw error;
+    });
+  }
+
+  private async writeSnapshotIfDirty(): Promise<boolean> {
     if (!this.dirty) return false;
     this.dirty = false;
     // The state is encoded now, exactly as of `offset`: appends and markers that land while the log
