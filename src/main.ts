@@ -57,12 +57,17 @@ async function serve(config: BrokerConfig): Promise<number> {
   const metrics = new BrokerMetrics();
   const fs = timedFs(nodeFs, clock.monotonicMs, (kind, durationMs) => metrics.onFsync(kind, durationMs));
 
+  // Test hook (tests/interop/transactions-java.test.ts): die by SIGKILL once an EndTxn decision is durable,
+  // before its markers, to test the recovery of a crash in that window. Read here only, never deeper.
+  const crashAfterPrepare = process.env.BUNKA_TEST_CRASH_AFTER_PREPARE === "1";
+  if (crashAfterPrepare) log.warn("BUNKA_TEST_CRASH_AFTER_PREPARE=1: this process kills itself after the first EndTxn decision");
   const broker = await createBroker({
     config,
     fs,
     clock,
     log,
     observer: metrics,
+    ...(crashAfterPrepare ? { txn: { afterPrepareDurable: () => process.kill(process.pid, "SIGKILL") } } : {}),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {
       if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });
@@ -162,5 +167,6 @@ const code = await runCli(process.argv.slice(2), {
   stderr: (text) => void process.stderr.write(text),
   fs: nodeFs,
   serve,
+  fetch: (url, init) => fetch(url, init),
 });
 process.exit(code);

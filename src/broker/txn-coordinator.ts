@@ -53,6 +53,7 @@ import {
   NO_EFFECTS,
   TIMED_OUT_TRANSACTION_SWEEP_INTERVAL_MS,
   TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT,
+  abortOngoing,
   abortTimedOut,
   addOffsets,
   addPartitions,
@@ -83,6 +84,7 @@ import {
   containsPartition,
   eachPartition,
   toTopicPartitions,
+  type TopicPartitions,
   type TxnEntry,
   type TxnState,
 } from "../domain/txn/txn-state.ts";
@@ -125,6 +127,12 @@ export interface TxnCoordinatorOptions {
   coordinatorEpoch?: number;
   /** Run the reaper, reconcile and expiry timers (tests call the passes themselves). */
   timers?: boolean;
+  /**
+   * Test hook, never set in production: called once an EndTxn decision (Prepare*) is durable and before any
+   * of its effects (fence, offsets, markers, Complete*). main.ts sets it from BUNKA_TEST_CRASH_AFTER_PREPARE=1
+   * to SIGKILL the process there, so a crash test lands in that window deterministically.
+   */
+  afterPrepareDurable?: (transactionalId: string) => void;
 }
 
 export interface TxnCoordinatorDeps {
@@ -164,6 +172,29 @@ export interface ListedTransactions {
   unknownStateFilters: string[];
   transactionStates: { transactionalId: string; producerId: number; transactionState: string }[];
 }
+
+/** A decided transaction's markers that are not done yet: its entry is in Prepare* (introspection). */
+export interface PendingTxnMarkers {
+  transactionalId: string;
+  producerId: number;
+  producerEpoch: number;
+  coordinatorEpoch: number;
+  result: "commit" | "abort";
+  /** The partitions whose marker is not yet written, dropped, superseded or queued for its leader. */
+  partitions: TopicPartitions[];
+  /** When the decision became durable (the entry's updatedMs). */
+  decidedMs: number;
+}
+
+/** What an operator's abort (`abortTransaction`) did. */
+export type AbortTransactionOutcome =
+  /** Fenced and aborted; `completed` false when the markers are still being retried (entry in PrepareAbort). */
+  | { kind: "aborted"; entry: TxnEntry; completed: boolean }
+  | { kind: "unknown" }
+  /** Nothing to abort: the entry is not Ongoing (also a decision still in Prepare* after a retry). */
+  | { kind: "not-ongoing"; entry: TxnEntry }
+  /** NOT_COORDINATOR (another broker's slot, closing, a failed write) or COORDINATOR_LOAD_IN_PROGRESS. */
+  | { kind: "unavailable"; errorCode: number };
 
 /** A store write failed without being fatal: answered NOT_COORDINATOR (Apache's answer to KAFKA_STORAGE_ERROR). */
 const STORE_FAILED: TxnDecision = { errorCode: ErrorCode.NOT_COORDINATOR, entry: undefined, write: false, effects: NO_EFFECTS };
@@ -401,6 +432,7 @@ export class TxnCoordinator {
       const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
       if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return refused(decision.errorCode);
       if (decision.write) {
+        if (isPrepare(decision.entry.state)) this.deps.options.afterPrepareDurable?.(id);
         const completed = await this.carryOut(id, decision);
         if (!completed) {
           this.deps.log.warn("transaction decided but not completed yet; it is retried in the background", {
@@ -490,6 +522,71 @@ export class TxnCoordinator {
    */
   writeLocalMarker(topic: string, partition: number, marker: MarkerSpec): Promise<MarkerWriteResult> {
     return this.deps.partitions.writeMarker(topic, partition, marker);
+  }
+
+  /**
+   * An operator's abort of an Ongoing transaction (a hanging one, typically; the HTTP side-port's admin
+   * route): the timeout reaper's path whatever the transaction's age, under the id's lock: epoch + 1 (the
+   * producer is fenced), PrepareAbort durable, staged offsets discarded, markers, CompleteAbort.
+   */
+  async abortTransaction(transactionalId: string): Promise<AbortTransactionOutcome> {
+    if (transactionalId.length === 0) return { kind: "unknown" };
+    const gated = this.gate(transactionalId);
+    if (gated !== undefined) return { kind: "unavailable", errorCode: gated };
+    return this.locked(transactionalId, async () => {
+      await this.retryUnfinished(transactionalId);
+      const decision = await this.persist(transactionalId, (entry) => abortOngoing(entry, this.now(), this.coordinatorEpoch));
+      if (decision.errorCode !== ErrorCode.NONE) return { kind: "unavailable", errorCode: decision.errorCode };
+      if (decision.entry === undefined) return { kind: "unknown" };
+      if (!decision.write) return { kind: "not-ongoing", entry: decision.entry };
+      this.deps.log.info("aborting a transaction on an operator's request", {
+        transactionalId,
+        producerId: decision.entry.producerId,
+        epoch: decision.entry.epoch,
+      });
+      const completed = await this.carryOut(transactionalId, decision);
+      return { kind: "aborted", entry: (await this.deps.store.get(transactionalId)) ?? decision.entry, completed };
+    });
+  }
+
+  // ---- read-only introspection (the HTTP side-port) --------------------------------------------
+
+  /** The durable entries of the slots this broker owns that satisfy `filter`, by transactional id. */
+  entries(filter?: (entry: TxnEntry) => boolean): Promise<TxnEntry[]> {
+    return this.deps.store.list((entry) => this.owns(entry.transactionalId) && (filter === undefined || filter(entry)));
+  }
+
+  /** The durable entry of an id whose slot this broker owns, or undefined. */
+  async entry(transactionalId: string): Promise<TxnEntry | undefined> {
+    return this.owns(transactionalId) ? this.deps.store.get(transactionalId) : undefined;
+  }
+
+  /**
+   * The markers of decided (Prepare*) transactions that are not done yet, by transactional id: those the
+   * coordinator still has to write or queue (a partition that keeps failing, a leader that is unknown).
+   * Markers already queued for another broker are in the marker queue's files, not here.
+   */
+  async pendingMarkers(): Promise<PendingTxnMarkers[]> {
+    const out: PendingTxnMarkers[] = [];
+    for (const id of [...this.unfinished].sort()) {
+      const entry = await this.deps.store.get(id);
+      const markers = entry === undefined ? undefined : recoveryEffects(entry, this.coordinatorEpoch)?.markers;
+      if (entry === undefined || markers === undefined) continue;
+      const record = this.markersDone.get(id);
+      const done = record?.key === `${markers.producerId}-${markers.producerEpoch}-${markers.result}` ? record.partitions : new Set<string>();
+      const left = [...eachPartition(markers.partitions)].filter((tp) => !done.has(`${tp.topic}\u0000${tp.partition}`));
+      if (left.length === 0) continue;
+      out.push({
+        transactionalId: id,
+        producerId: markers.producerId,
+        producerEpoch: markers.producerEpoch,
+        coordinatorEpoch: markers.coordinatorEpoch,
+        result: markers.result,
+        partitions: [...toTopicPartitions(left)],
+        decidedMs: entry.updatedMs,
+      });
+    }
+    return out;
   }
 
   // ---- background passes -----------------------------------------------------------------------

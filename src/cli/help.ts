@@ -14,11 +14,70 @@ export function mainHelp(): string {
   return `bunka ${VERSION} — an Apache-Kafka-wire-compatible broker with exactly-once semantics
 
 Usage:
-  bunka serve [flags]      run a broker (see: bunka serve --help)
-  bunka version            print the version (also: --version, -v)
-  bunka help               print this help (also: --help, -h)
+  bunka serve [flags]          run a broker (see: bunka serve --help)
+  bunka topics [TOPIC]         a running broker's topics, or one topic's partitions
+  bunka txn list [filters]     its transactions (--state, --min-age, --producer-id, --limit)
+  bunka txn describe ID        one transaction: partitions, groups, staged offsets, pending markers
+  bunka txn abort ID           abort an Ongoing (hanging) transaction; needs BUNKA_ADMIN_TOKEN
+  bunka version                print the version (also: --version, -v)
+  bunka help [COMMAND]         print this help, or a command's (also: --help, -h)
 
-Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration, 130 second interrupt.
+topics and txn talk to the broker's HTTP side-port: --http HOST:PORT (default: BUNKA_HTTP, then
+127.0.0.1:9644); --json prints the side-port's JSON instead of a table.
+
+Exit codes: 0 success, 1 runtime failure (for topics and txn: the broker cannot be reached or answered an
+error), 2 bad usage or configuration, 130 second interrupt.
+`;
+}
+
+const SIDE_PORT_FLAGS = `  --http HOST:PORT   the broker's HTTP side-port (default: BUNKA_HTTP, then 127.0.0.1:9644);
+                     also http://HOST:PORT; a wildcard host (0.0.0.0, ::) means this machine
+  --json             the side-port's JSON, unchanged, instead of a table
+  -h, --help         print this help`;
+
+export function topicsHelp(): string {
+  return `Usage: bunka topics [TOPIC] [--http HOST:PORT] [--json]
+
+Without TOPIC: every topic of a running broker (partitions, size on disk, configs set on it, id).
+With TOPIC: each of its partitions: leader, log start and end offsets, high watermark (HW), last stable
+offset (LSO), LSO lag (HW - LSO: what read_committed consumers cannot read yet), open transactions,
+segments, size, producer ids. A partition no request has opened since the broker started shows "-".
+
+Flags:
+${SIDE_PORT_FLAGS}
+
+Exit codes: 0 success, 1 the broker cannot be reached or answered an error (an unknown topic), 2 bad usage.
+`;
+}
+
+export function txnHelp(): string {
+  return `Usage:
+  bunka txn list [--state STATE] [--min-age DURATION] [--producer-id N] [--limit N] [--http HOST:PORT] [--json]
+  bunka txn describe ID [--http HOST:PORT] [--json]
+  bunka txn abort ID [--http HOST:PORT] [--json]
+
+The transaction coordinator's state on a running broker, over its HTTP side-port.
+
+list       every transactional id: producer id, epoch, state, age of the open transaction, timeout,
+           partitions, groups. "(timed out)" marks an Ongoing transaction past its timeout, which the
+           broker aborts within 10 s: one that stays is hanging.
+  --state STATE        Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort
+                       (any case)
+  --min-age DURATION   only open transactions (Ongoing, Prepare*) running at least this long:
+                       30s, 5m, 1h, 1d, or milliseconds (--min-age 0: every open transaction)
+  --producer-id N      only this producer id
+  --limit N            at most N rows, 1..10000 (default 1000)
+describe   one transactional id: everything above, the offsets it staged for its groups, and the markers
+           of its decision not yet written.
+abort      fence and abort an Ongoing transaction, as the timeout reaper would (the producer's next
+           request fails with PRODUCER_FENCED; read_committed consumers move past its records). Needs the
+           broker's admin token in BUNKA_ADMIN_TOKEN.
+
+Flags:
+${SIDE_PORT_FLAGS}
+
+Exit codes: 0 success, 1 the broker cannot be reached or answered an error (an unknown id: 404; abort of a
+transaction that is not Ongoing: 409), 2 bad usage.
 `;
 }
 

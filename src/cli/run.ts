@@ -1,6 +1,7 @@
 /**
- * The command line: dispatches `serve`, `version` and `help`. Everything the process touches comes in
- * through `CliDeps`, so that the CLI runs in tests without a process, a terminal or a disk.
+ * The command line: dispatches `serve`, `topics`, `txn` (inspect.ts: a running broker over its HTTP
+ * side-port), `version` and `help`. Everything the process touches comes in through `CliDeps`, so that the
+ * CLI runs in tests without a process, a terminal, a disk or a socket.
  *
  * Errors in what the user typed (flags, environment, config file, data directory) print one line,
  * `bunka: <message>`, on stderr and exit 2; no stack trace, since the message names what to fix.
@@ -11,7 +12,9 @@ import type { BrokerConfig } from "../broker/config.ts";
 import { ConfigError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { parseServeArgs } from "./config.ts";
-import { mainHelp, serveHelp, versionText } from "./help.ts";
+import { mainHelp, serveHelp, topicsHelp, txnHelp, versionText } from "./help.ts";
+import { runInspect } from "./inspect.ts";
+import type { FetchLike } from "./side-port.ts";
 
 export interface CliDeps {
   env: Record<string, string | undefined>;
@@ -23,6 +26,8 @@ export interface CliDeps {
   fs: Fs;
   /** Runs the broker until it is told to stop; resolves with the exit code. */
   serve(config: BrokerConfig): Promise<number>;
+  /** HTTP client for the side-port commands (topics, txn). */
+  fetch: FetchLike;
 }
 
 export const EXIT_OK = 0;
@@ -49,8 +54,13 @@ export async function runCli(argv: string[], deps: CliDeps): Promise<number> {
     case "--help":
     case "-h":
       if (rest[0] === "serve") deps.stdout(serveHelp());
+      else if (rest[0] === "txn") deps.stdout(txnHelp());
+      else if (rest[0] === "topics") deps.stdout(topicsHelp());
       else deps.stdout(mainHelp());
       return EXIT_OK;
+    case "topics":
+    case "txn":
+      return runInspect(command, rest, deps);
     case "version":
     case "--version":
     case "-v":

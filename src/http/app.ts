@@ -11,9 +11,9 @@
  *   GET  /v1/topics                          every topic, summarised
  *   GET  /v1/topics/:topic                   one topic with each partition's offsets, segments and size
  *   GET  /v1/producers/:topic/:partition     the partition's dedupe windows (?limit=, ?producerId=)
- *   GET  /v1/transactions                    (?state=, ?minAgeMs=, ?limit=)  501 until the coordinator exists
- *   GET  /v1/transactions/:transactionalId   501 until the coordinator exists
- *   GET  /v1/markers                         (?limit=)  501 until the marker queues exist
+ *   GET  /v1/transactions                    coordinator entries (?state=, ?minAgeMs=, ?producerId=, ?limit=)
+ *   GET  /v1/transactions/:transactionalId   one entry, its staged offsets and its pending markers
+ *   GET  /v1/markers                         markers decided and not yet durable, queue depths (?limit=)
  *   POST /v1/transactions/:transactionalId/abort   only with an admin token configured; Bearer auth
  *
  * Conventions:
@@ -126,9 +126,8 @@ function tokenMatches(header: string | undefined, expectedDigest: Buffer): boole
 }
 
 const NOT_IMPLEMENTED = {
-  transactions:
-    "the transaction coordinator is not implemented yet: this broker serves idempotent producers only, and holds no transactions",
-  markers: "the transaction coordinator is not implemented yet: there are no transaction marker queues to show",
+  transactions: "this build has no transaction coordinator: it serves idempotent producers only, and holds no transactions",
+  markers: "this build has no transaction coordinator: there are no transaction marker queues to show",
 } as const;
 
 export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}): Hono {
@@ -197,13 +196,19 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
   });
 
   app.get(route("GET", "/v1/transactions"), async (c) => {
-    // Parameters are checked even while the coordinator is missing, so that a bad script fails the same
-    // way before and after it exists.
+    // Parameters are checked even without a coordinator, so that a bad script fails the same way on every
+    // build.
     const state = parseState(c.req.query("state"));
     const minAgeMs = parseNonNegative("minAgeMs", c.req.query("minAgeMs"));
+    const producerId = parseNonNegative("producerId", c.req.query("producerId"));
     const limit = parseLimit(c.req.query("limit"));
     if (!ports.transactions) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
-    const filter = { limit, ...(state === undefined ? {} : { state }), ...(minAgeMs === undefined ? {} : { minAgeMs }) };
+    const filter = {
+      limit,
+      ...(state === undefined ? {} : { state }),
+      ...(minAgeMs === undefined ? {} : { minAgeMs }),
+      ...(producerId === undefined ? {} : { producerId }),
+    };
     const { total, transactions } = await ports.transactions.list(filter);
     return body(c, { total, truncated: total > transactions.length, transactions });
   });
@@ -219,8 +224,8 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
   app.get(route("GET", "/v1/markers"), async (c) => {
     const limit = parseLimit(c.req.query("limit"));
     if (!ports.markers) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.markers);
-    const { total, markers } = await ports.markers.pending(limit);
-    return body(c, { total, truncated: total > markers.length, markers });
+    const { total, markers, queues } = await ports.markers.pending(limit);
+    return body(c, { total, truncated: total > markers.length, markers, queues });
   });
 
   if (opts.adminToken !== undefined && opts.adminToken !== "") {

@@ -10,22 +10,64 @@
  *
  * The listener is not imported (net/ and http/ are peers, DESIGN.md §2): main.ts hands it in as the small
  * structural interface below.
+ *
+ * Transactions come from the transaction coordinator's read-only accessors (its durable entries and the
+ * markers it has not written yet), staged offsets from the group coordinator's offset slots, and markers
+ * waiting for another broker from the shared-volume queue files (read, never changed). The one write, the
+ * admin abort, goes through the coordinator's own abort path.
+ *
+ * Hanging transactions, as the dashboard and `bunka_transaction_hanging_warnings` report them:
+ * - an Ongoing transaction older than its timeout (the reaper aborts those every 10 s, so one still there
+ *   is stuck);
+ * - a partition whose last stable offset stays below its high watermark for `lsoStuckGraceMs` (observed by
+ *   this side-port: the first read that sees the LSO at a value starts the clock) while no open transaction
+ *   of this coordinator accounts for the producer holding it: an orphaned transaction on the partition
+ *   (Apache's "hanging transaction"), or a decision whose markers are not being written.
  */
+import { relative } from "node:path";
 import type { Broker } from "../broker/broker.ts";
+import type { PendingTxnMarkers } from "../broker/txn-coordinator.ts";
+import { slotOf } from "../cluster/ownership.ts";
+import { GROUP_STATES } from "../domain/groups/classic-group.ts";
+import type { TxnEntry } from "../domain/txn/txn-state.ts";
+import { errorInfoByCode } from "../errors/generated/error-codes.ts";
+import { MarkerQueue, markerQueueDir } from "../storage/marker-queue.ts";
 import type { Partition } from "../storage/partition.ts";
 import type { TopicRecord } from "../storage/topic-store.ts";
+import { formatDuration, formatMs } from "./format.ts";
 import { type BrokerMetrics, PrometheusWriter } from "./metrics.ts";
-import type {
-  ClusterView,
-  HttpQueryPorts,
-  PartitionView,
-  ProducersLookup,
-  ProducersQuery,
-  ProducerView,
-  Readiness,
-  TopicDetailView,
-  TopicSummaryView,
+import {
+  OPEN_TRANSACTION_STATES,
+  STORED_TRANSACTION_STATES,
+  type AdminOutcome,
+  type ClusterView,
+  type HangingWarning,
+  type HttpQueryPorts,
+  type MarkerQueryPort,
+  type MarkerQueueView,
+  type MarkerView,
+  type PartitionView,
+  type ProducersLookup,
+  type ProducersQuery,
+  type ProducerView,
+  type Readiness,
+  type StagedOffsetView,
+  type TopicDetailView,
+  type TopicSummaryView,
+  type TransactionAdminPort,
+  type TransactionDetailView,
+  type TransactionFilter,
+  type TransactionOverview,
+  type TransactionQueryPort,
+  type TransactionView,
 } from "./ports.ts";
+
+/** How long a partition's LSO may stay stuck behind its high watermark, unaccounted for, before a warning. */
+export const LSO_STUCK_GRACE_MS_DEFAULT = 30_000;
+/** Queue files read per request (the depths count every file; the marker lists stop here). */
+export const MARKER_QUEUE_FILES_READ_MAX = 1_000;
+/** Warnings kept per overview. */
+const WARNINGS_MAX = 100;
 
 /** What the HTTP side needs from the Kafka listener (net/kafka-listener.ts KafkaListener satisfies it). */
 export interface ListenerStats {
@@ -40,13 +82,32 @@ export interface BrokerQueryPortsOptions {
   /** Wall clock, for uptime; the broker's Clock. */
   nowMs: () => number;
   startedAtMs: number;
+  /** See LSO_STUCK_GRACE_MS_DEFAULT. */
+  lsoStuckGraceMs?: number;
 }
 
 export class BrokerQueryPorts implements HttpQueryPorts {
   private listener: ListenerStats | undefined;
   private stopping = false;
+  /** Per partition with an LSO behind its high watermark: the LSO and when this side-port first saw it there. */
+  private readonly lsoSeen = new Map<string, { lso: number; sinceMs: number }>();
+  private readonly markerQueue: MarkerQueue;
+  readonly transactions: TransactionQueryPort;
+  readonly markers: MarkerQueryPort;
+  readonly transactionAdmin: TransactionAdminPort;
 
-  constructor(private readonly opts: BrokerQueryPortsOptions) {}
+  constructor(private readonly opts: BrokerQueryPortsOptions) {
+    const { services } = opts.broker;
+    // A reader of the same files the coordinator and the watcher use; it never writes (no enqueue here).
+    this.markerQueue = new MarkerQueue(services.fs, services.config.dataDir);
+    this.transactions = {
+      list: (filter) => this.listTransactions(filter),
+      get: (transactionalId) => this.describeTransaction(transactionalId),
+      overview: () => this.transactionOverview(),
+    };
+    this.markers = { pending: (limit) => this.pendingMarkers(limit) };
+    this.transactionAdmin = { abort: (transactionalId) => this.abortTransaction(transactionalId) };
+  }
 
   /** The Kafka listener is bound: readiness can turn green. */
   setListener(listener: ListenerStats): void {
@@ -184,12 +245,278 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       ["bunka_partition_size_bytes", "Bytes of the partition's segments on disk.", (p) => p.log.sizeBytes],
       ["bunka_partition_segments", "Segments in the partition's log.", (p) => p.log.segmentCount],
       ["bunka_partition_producers", "Producer ids with a dedupe window in the partition.", (p) => p.producers.size],
+      ["bunka_partition_open_transactions", "Transactions open in the partition (a transactional batch appended, no marker yet).", (p) => p.openTransactionCount],
+      ["bunka_partition_lso_lag", "High watermark minus last stable offset: records read_committed consumers cannot read yet.", (p) => p.highWatermark - p.lastStableOffset],
     ];
     for (const [name, help, read] of perPartition) {
       out.family(name, "gauge", help);
       for (const p of open) out.sample(name, { topic: p.topic, partition: p.partition }, read(p));
     }
+
+    // Transactions: one pass over the coordinator's entries (owned slots) for the counts and the warnings.
+    const nowMs = this.opts.nowMs();
+    const entries = await services.txn.entries();
+    const overview = this.overviewOf(entries, open, nowMs);
+    out.family("bunka_transactions", "gauge", "Transactional ids of this coordinator, by state.");
+    for (const state of STORED_TRANSACTION_STATES) out.sample("bunka_transactions", { state }, overview.byState[state] ?? 0);
+    out.family("bunka_transaction_oldest_ongoing_age_seconds", "gauge", "Age of the oldest Ongoing transaction (0 when none is Ongoing).");
+    out.sample("bunka_transaction_oldest_ongoing_age_seconds", undefined, (overview.oldestOngoingAgeMs ?? 0) / 1000);
+    out.family("bunka_transactions_timed_out", "gauge", "Ongoing transactions older than their timeout (the reaper aborts them every 10 s).");
+    out.sample("bunka_transactions_timed_out", undefined, overview.warnings.filter((w) => w.kind === "timed-out-transaction").length);
+    out.family("bunka_transaction_hanging_warnings", "gauge", "Hanging-transaction warnings of the dashboard: timed-out transactions and partitions with a stuck, unaccounted LSO.");
+    out.sample("bunka_transaction_hanging_warnings", undefined, overview.warnings.length);
+    const pending = await services.txn.pendingMarkers();
+    out.family("bunka_transaction_markers_pending", "gauge", "Markers of decided transactions this coordinator has not yet written or queued (retried every 10 s).");
+    out.sample("bunka_transaction_markers_pending", undefined, pending.reduce((sum, m) => sum + m.partitions.reduce((n, t) => n + t.partitions.length, 0), 0));
+    out.family("bunka_marker_queue_depth", "gauge", "Marker files queued on the shared volume for a broker to apply (one per transaction and broker).");
+    for (const q of await this.markerQueueDepths()) out.sample("bunka_marker_queue_depth", { target_broker: q.targetBrokerId }, q.files);
+
+    const groups = services.groups.listGroups([], []);
+    out.family("bunka_consumer_groups", "gauge", "Consumer groups of this coordinator, by state.");
+    for (const state of GROUP_STATES) out.sample("bunka_consumer_groups", { state }, groups.filter((g) => g.groupState === state).length);
     return out.text();
+  }
+
+  // ---- transactions ------------------------------------------------------------------------------
+
+  private transactionView(entry: TxnEntry, nowMs: number): TransactionView {
+    const since = entry.ongoingSinceMs < 0 ? null : entry.ongoingSinceMs;
+    const open = OPEN_TRANSACTION_STATES.includes(entry.state);
+    const slot = slotOf(entry.transactionalId);
+    return {
+      transactionalId: entry.transactionalId,
+      producerId: entry.producerId,
+      lastProducerId: entry.lastProducerId,
+      epoch: entry.epoch,
+      lastEpoch: entry.lastEpoch,
+      timeoutMs: entry.timeoutMs,
+      state: entry.state,
+      partitions: entry.partitions.flatMap((t) => t.partitions.map((partition) => ({ topic: t.topic, partition }))),
+      groups: [...entry.groups],
+      ongoingSinceMs: since,
+      ageMs: open && since !== null ? Math.max(0, nowMs - since) : null,
+      timedOut: isTimedOut(entry, nowMs),
+      updatedMs: entry.updatedMs,
+      slot,
+      coordinatorBrokerId: this.opts.broker.services.ownership.slotOwner("txn", slot),
+    };
+  }
+
+  private async listTransactions(filter: TransactionFilter): Promise<{ total: number; transactions: TransactionView[] }> {
+    const nowMs = this.opts.nowMs();
+    const matching = await this.opts.broker.services.txn.entries((entry) => {
+      if (filter.state !== undefined && entry.state !== filter.state) return false;
+      if (filter.producerId !== undefined && entry.producerId !== filter.producerId) return false;
+      if (filter.minAgeMs !== undefined) {
+        if (!OPEN_TRANSACTION_STATES.includes(entry.state) || entry.ongoingSinceMs < 0) return false;
+        if (nowMs - entry.ongoingSinceMs < filter.minAgeMs) return false;
+      }
+      return true;
+    });
+    return { total: matching.length, transactions: matching.slice(0, filter.limit).map((e) => this.transactionView(e, nowMs)) };
+  }
+
+  private async describeTransaction(transactionalId: string): Promise<TransactionDetailView | undefined> {
+    const { services } = this.opts.broker;
+    const entry = await services.txn.entry(transactionalId);
+    if (entry === undefined) return undefined;
+    const nowMs = this.opts.nowMs();
+    const stagedOffsets: StagedOffsetView[] = [];
+    for (const groupId of entry.groups) {
+      if (!services.groups.isCoordinatorFor(groupId)) continue; // another broker's group: its offsets are there
+      for (const [topic, partitions] of services.groups.offsetsSlot(groupId).stagedOf(groupId, entry.producerId)) {
+        for (const [partition, o] of partitions) {
+          stagedOffsets.push({ groupId, topic, partition, offset: o.offset, leaderEpoch: o.leaderEpoch, metadata: o.metadata, commitTimestampMs: o.commitTimestampMs });
+        }
+      }
+    }
+    stagedOffsets.sort((a, b) => compare(a.groupId, b.groupId) || compare(a.topic, b.topic) || a.partition - b.partition);
+    const pending = (await services.txn.pendingMarkers()).filter((m) => m.transactionalId === transactionalId);
+    const queued = await this.queuedMarkers(MARKER_QUEUE_FILES_READ_MAX, (m) => m.transactionalId === transactionalId);
+    return {
+      ...this.transactionView(entry, nowMs),
+      stagedOffsets,
+      pendingMarkers: sortMarkers([...pending.flatMap((m) => this.coordinatorMarkerViews(m)), ...queued.markers]),
+    };
+  }
+
+  private async transactionOverview(): Promise<TransactionOverview> {
+    const { services } = this.opts.broker;
+    const entries = await services.txn.entries();
+    return this.overviewOf(entries, await this.openPartitions(), this.opts.nowMs());
+  }
+
+  /** Counts by state, the oldest Ongoing age, and the hanging-transaction warnings (see the header). */
+  private overviewOf(entries: readonly TxnEntry[], open: readonly Partition[], nowMs: number): TransactionOverview {
+    const byState: Record<string, number> = {};
+    for (const state of STORED_TRANSACTION_STATES) byState[state] = 0;
+    let oldestSinceMs: number | undefined;
+    const warnings: HangingWarning[] = [];
+    /** producer id + partition of every open transaction that accounts for a partition's LSO. */
+    const accounted = new Set<string>();
+    const grace = this.opts.lsoStuckGraceMs ?? LSO_STUCK_GRACE_MS_DEFAULT;
+    for (const entry of entries) {
+      byState[entry.state] = (byState[entry.state] ?? 0) + 1;
+      if (entry.state === "Ongoing" && entry.ongoingSinceMs >= 0) {
+        if (oldestSinceMs === undefined || entry.ongoingSinceMs < oldestSinceMs) oldestSinceMs = entry.ongoingSinceMs;
+        if (isTimedOut(entry, nowMs)) {
+          warnings.push({
+            kind: "timed-out-transaction",
+            message: `transaction ${JSON.stringify(entry.transactionalId)} (producer ${entry.producerId}, epoch ${entry.epoch}) has been Ongoing for ${formatDuration(nowMs - entry.ongoingSinceMs)}, past its timeout of ${formatMs(entry.timeoutMs)}`,
+            transactionalId: entry.transactionalId,
+            topic: null,
+            partition: null,
+            sinceMs: entry.ongoingSinceMs,
+          });
+        }
+      }
+      // A decision whose markers are still not written after the grace period no longer accounts for
+      // the LSO it holds: that is the stuck state to show.
+      const accounts = entry.state === "Ongoing" || ((entry.state === "PrepareCommit" || entry.state === "PrepareAbort") && nowMs - entry.updatedMs < grace);
+      if (accounts) for (const t of entry.partitions) for (const p of t.partitions) accounted.add(`${entry.producerId}\u0000${t.topic}\u0000${p}`);
+    }
+    this.observeLso(open, nowMs);
+    for (const p of open) {
+      const seen = this.lsoSeen.get(partitionKey(p));
+      if (seen === undefined || nowMs - seen.sinceMs < grace) continue;
+      const holder = lsoHolder(p);
+      // Held by a marker still becoming durable (no open transaction): it moves on by itself.
+      if (holder === undefined || accounted.has(`${holder.producerId}\u0000${p.topic}\u0000${p.partition}`)) continue;
+      const lag = p.highWatermark - seen.lso;
+      warnings.push({
+        kind: "stuck-lso",
+        message: `${p.topic}-${p.partition}: the last stable offset has stayed at ${seen.lso}, ${lag} behind the high watermark, for ${formatDuration(nowMs - seen.sinceMs)}; producer ${holder.producerId}'s transaction from offset ${holder.firstOffset} is open here and no open transaction of this coordinator accounts for it`,
+        transactionalId: null,
+        topic: p.topic,
+        partition: p.partition,
+        sinceMs: seen.sinceMs,
+      });
+    }
+    warnings.sort((a, b) => a.sinceMs - b.sinceMs);
+    return {
+      byState,
+      oldestOngoingAgeMs: oldestSinceMs === undefined ? null : Math.max(0, nowMs - oldestSinceMs),
+      warnings: warnings.slice(0, WARNINGS_MAX),
+    };
+  }
+
+  /** Starts or keeps the stuck clock of every partition whose LSO is behind; forgets the others. */
+  private observeLso(open: readonly Partition[], nowMs: number): void {
+    const live = new Set<string>();
+    for (const p of open) {
+      const key = partitionKey(p);
+      const lso = p.lastStableOffset;
+      if (p.highWatermark - lso <= 0) continue;
+      live.add(key);
+      const seen = this.lsoSeen.get(key);
+      if (seen === undefined || seen.lso !== lso) this.lsoSeen.set(key, { lso, sinceMs: nowMs });
+    }
+    for (const key of this.lsoSeen.keys()) if (!live.has(key)) this.lsoSeen.delete(key);
+  }
+
+  private async abortTransaction(transactionalId: string): Promise<AdminOutcome> {
+    const outcome = await this.opts.broker.services.txn.abortTransaction(transactionalId);
+    const nowMs = this.opts.nowMs();
+    switch (outcome.kind) {
+      case "unknown":
+        return { ok: false, status: 404, error: "unknown_transactional_id", message: `no transaction state for ${JSON.stringify(transactionalId)}` };
+      case "not-ongoing":
+        return {
+          ok: false,
+          status: 409,
+          error: "not_ongoing",
+          message: `transaction ${JSON.stringify(transactionalId)} is ${outcome.entry.state}: only an Ongoing transaction can be aborted`,
+        };
+      case "unavailable": {
+        const name = errorInfoByCode.get(outcome.errorCode)?.name ?? String(outcome.errorCode);
+        return { ok: false, status: 503, error: "coordinator_unavailable", message: `the transaction coordinator cannot serve ${JSON.stringify(transactionalId)} now (${name}); retry` };
+      }
+      case "aborted":
+        return { ok: true, body: { aborted: true, completed: outcome.completed, transaction: this.transactionView(outcome.entry, nowMs) } };
+    }
+  }
+
+  // ---- markers -----------------------------------------------------------------------------------
+
+  private coordinatorMarkerViews(m: PendingTxnMarkers): MarkerView[] {
+    const { ownership } = this.opts.broker.services;
+    return m.partitions.flatMap((t) =>
+      t.partitions.map((partition) => ({
+        transactionalId: m.transactionalId,
+        producerId: m.producerId,
+        producerEpoch: m.producerEpoch,
+        coordinatorEpoch: m.coordinatorEpoch,
+        result: m.result === "commit" ? ("COMMIT" as const) : ("ABORT" as const),
+        topic: t.topic,
+        partition,
+        targetBrokerId: ownership.partitionLeader(t.topic, partition),
+        source: "coordinator" as const,
+        sinceMs: m.decidedMs,
+        file: null,
+      })),
+    );
+  }
+
+  private async pendingMarkers(limit: number): Promise<{ total: number; markers: MarkerView[]; queues: MarkerQueueView[] }> {
+    const pending = await this.opts.broker.services.txn.pendingMarkers();
+    const queued = await this.queuedMarkers(MARKER_QUEUE_FILES_READ_MAX);
+    const all = sortMarkers([...pending.flatMap((m) => this.coordinatorMarkerViews(m)), ...queued.markers]);
+    return { total: all.length, markers: all.slice(0, limit), queues: queued.queues };
+  }
+
+  /** Files per `to-<broker>` queue directory; this broker's own queue is always listed. */
+  private async markerQueueDepths(): Promise<MarkerQueueView[]> {
+    const { fs, ownership } = this.opts.broker.services;
+    const root = markerQueueDir(this.opts.broker.services.config.dataDir);
+    const ids = new Set<number>([ownership.selfId]);
+    if ((await fs.stat(root)) !== undefined) {
+      for (const name of await fs.readdir(root)) {
+        const match = /^to-(\d+)$/.exec(name);
+        if (match) ids.add(Number(match[1]));
+      }
+    }
+    const queues: MarkerQueueView[] = [];
+    for (const targetBrokerId of [...ids].sort((a, b) => a - b)) {
+      queues.push({ targetBrokerId, files: (await this.markerQueue.list(targetBrokerId)).length });
+    }
+    return queues;
+  }
+
+  /**
+   * The markers in the queue files (at most `filesMax` files read), one view per partition. A file that
+   * disappears meanwhile (applied by the watcher) or fails its checks (the watcher logs it) is skipped.
+   */
+  private async queuedMarkers(filesMax: number, keep: (m: { transactionalId: string }) => boolean = () => true): Promise<{ markers: MarkerView[]; queues: MarkerQueueView[] }> {
+    const { fs, config } = this.opts.broker.services;
+    const queues = await this.markerQueueDepths();
+    const markers: MarkerView[] = [];
+    let read = 0;
+    for (const q of queues) {
+      for (const path of await this.markerQueue.list(q.targetBrokerId)) {
+        if (read >= filesMax) break;
+        read += 1;
+        const [queued, stat] = await Promise.all([this.markerQueue.read(path).catch(() => undefined), fs.stat(path).catch(() => undefined)]);
+        if (queued === undefined || !keep(queued)) continue;
+        for (const t of queued.partitions) {
+          for (const partition of t.partitions) {
+            markers.push({
+              transactionalId: queued.transactionalId,
+              producerId: queued.producerId,
+              producerEpoch: queued.producerEpoch,
+              coordinatorEpoch: queued.coordinatorEpoch,
+              result: queued.result === "commit" ? "COMMIT" : "ABORT",
+              topic: t.topic,
+              partition,
+              targetBrokerId: q.targetBrokerId,
+              source: "queue",
+              sinceMs: stat?.mtimeMs ?? 0,
+              file: relative(config.dataDir, path),
+            });
+          }
+        }
+      }
+    }
+    return { markers, queues };
   }
 
   // ---- helpers -----------------------------------------------------------------------------------
@@ -209,10 +536,13 @@ export class BrokerQueryPorts implements HttpQueryPorts {
         segmentBaseOffsets: null,
         sizeBytes: null,
         producerCount: null,
+        openTransactionCount: null,
+        lsoLag: null,
         failure: null,
       };
     }
     const log = open.log;
+    const lastStableOffset = open.lastStableOffset;
     return {
       partition,
       leader,
@@ -220,11 +550,13 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       logStartOffset: log.logStartOffset,
       logEndOffset: log.logEndOffset,
       highWatermark: open.highWatermark,
-      lastStableOffset: open.lastStableOffset,
+      lastStableOffset,
       segmentCount: log.segmentCount,
       segmentBaseOffsets: [...log.segmentBaseOffsets],
       sizeBytes: log.sizeBytes,
       producerCount: open.producers.size,
+      openTransactionCount: open.openTransactionCount,
+      lsoLag: open.highWatermark - lastStableOffset,
       failure: log.failed ? log.failed.message : null,
     };
   }
@@ -236,6 +568,35 @@ export class BrokerQueryPorts implements HttpQueryPorts {
   private openPartitions(): Promise<Partition[]> {
     return this.opts.broker.services.partitions.openPartitions();
   }
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function partitionKey(p: { topic: string; partition: number }): string {
+  return `${p.topic}\u0000${p.partition}`;
+}
+
+/** Ongoing and past its timeout (the reaper's test, domain/txn/coordinator.ts isTimedOut). */
+function isTimedOut(entry: TxnEntry, nowMs: number): boolean {
+  return entry.state === "Ongoing" && entry.ongoingSinceMs >= 0 && entry.ongoingSinceMs + entry.timeoutMs < nowMs;
+}
+
+/** The producer whose open transaction starts earliest in the partition (the one holding its LSO), if any. */
+function lsoHolder(p: Partition): { producerId: number; firstOffset: number } | undefined {
+  let holder: { producerId: number; firstOffset: number } | undefined;
+  for (const producerId of p.producers.producerIdsWhere((_, firstOffset) => firstOffset >= 0)) {
+    const firstOffset = p.openTransactionOf(producerId);
+    if (firstOffset !== undefined && (holder === undefined || firstOffset < holder.firstOffset)) holder = { producerId, firstOffset };
+  }
+  return holder;
+}
+
+function sortMarkers(markers: MarkerView[]): MarkerView[] {
+  return markers.sort(
+    (a, b) => a.sinceMs - b.sinceMs || compare(a.transactionalId, b.transactionalId) || compare(a.topic, b.topic) || a.partition - b.partition || compare(a.source, b.source),
+  );
 }
 
 function byTopicOf(partitions: Partition[]): Map<string, Map<number, Partition>> {

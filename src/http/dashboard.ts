@@ -5,9 +5,14 @@
  * DASHBOARD_PARTITIONS_PER_TOPIC partitions each are drawn, with a note and a link to the JSON for the rest.
  *
  * Cells carry `data-*` attributes and classes so that a browser test (tests/e2e/dashboard.test.ts) can find
- * a topic's offsets without depending on the layout.
+ * a topic's offsets and a transaction's row without depending on the layout.
+ *
+ * Transactions: the count of transactional ids per state, the open ones (Ongoing, PrepareCommit,
+ * PrepareAbort) with their age, and the hanging-transaction warnings (an Ongoing transaction past its
+ * timeout, a partition whose LSO stays stuck with nothing accounting for it; broker-ports.ts decides).
  */
-import type { ClusterView, HttpQueryPorts, PartitionView, Readiness, TopicDetailView } from "./ports.ts";
+import { formatBytes, formatDuration, formatMs } from "./format.ts";
+import type { ClusterView, HttpQueryPorts, PartitionView, Readiness, TopicDetailView, TransactionView } from "./ports.ts";
 
 export const DASHBOARD_TOPICS = 100;
 export const DASHBOARD_PARTITIONS_PER_TOPIC = 50;
@@ -17,29 +22,6 @@ const escapes: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;"
 
 export function escapeHtml(value: unknown): string {
   return String(value).replace(/[&<>"']/g, (ch) => escapes[ch]!);
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ["KiB", "MiB", "GiB", "TiB"];
-  let value = bytes / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
-}
-
-function formatDuration(ms: number): string {
-  const s = Math.floor(ms / 1000);
-  const d = Math.floor(s / 86400);
-  const h = Math.floor((s % 86400) / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  if (d > 0) return `${d}d ${h}h ${m}m`;
-  if (h > 0) return `${h}h ${m}m`;
-  if (m > 0) return `${m}m ${s % 60}s`;
-  return `${s}s`;
 }
 
 const dash = (value: number | null) => (value === null ? "–" : escapeHtml(value));
@@ -73,6 +55,7 @@ function partitionRow(topic: string, p: PartitionView): string {
 <td>${escapeHtml(topic)}</td><td class="partition-index">${escapeHtml(p.partition)}</td><td>${escapeHtml(p.leader)}</td>
 <td class="log-start-offset">${dash(p.logStartOffset)}</td><td class="log-end-offset">${dash(p.logEndOffset)}</td>
 <td class="high-watermark">${dash(p.highWatermark)}</td><td class="last-stable-offset">${dash(p.lastStableOffset)}</td>
+<td class="lso-lag${p.lsoLag !== null && p.lsoLag > 0 ? " lagging" : ""}">${dash(p.lsoLag)}</td><td class="open-transactions">${dash(p.openTransactionCount)}</td>
 <td class="segments">${dash(p.segmentCount)}</td><td class="size">${p.sizeBytes === null ? "–" : escapeHtml(formatBytes(p.sizeBytes))}</td>
 <td class="producers">${p.producerCount === null ? "–" : `<a href="/v1/producers/${encodeURIComponent(topic)}/${p.partition}">${escapeHtml(p.producerCount)}</a>`}</td>
 <td class="state">${state}</td>
@@ -87,7 +70,7 @@ function topicsSection(details: TopicDetailView[], totalTopics: number): string 
     if (topic.partitionDetails.length > DASHBOARD_PARTITIONS_PER_TOPIC) {
       const more = topic.partitionDetails.length - DASHBOARD_PARTITIONS_PER_TOPIC;
       rows.push(
-        `<tr class="more"><td colspan="11">${escapeHtml(more)} more partitions of ${escapeHtml(topic.name)}: see <a href="/v1/topics/${encodeURIComponent(topic.name)}">/v1/topics/${escapeHtml(topic.name)}</a></td></tr>`,
+        `<tr class="more"><td colspan="13">${escapeHtml(more)} more partitions of ${escapeHtml(topic.name)}: see <a href="/v1/topics/${encodeURIComponent(topic.name)}">/v1/topics/${escapeHtml(topic.name)}</a></td></tr>`,
       );
     }
   }
@@ -99,7 +82,7 @@ function topicsSection(details: TopicDetailView[], totalTopics: number): string 
 <h2>Topics</h2>
 ${note}
 <table class="grid">
-<thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Log start</th><th>Log end</th><th>High watermark</th><th>Last stable</th><th>Segments</th><th>Size</th><th>Producers</th><th>State</th></tr></thead>
+<thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Log start</th><th>Log end</th><th>High watermark</th><th>Last stable</th><th>LSO lag</th><th>Open txns</th><th>Segments</th><th>Size</th><th>Producers</th><th>State</th></tr></thead>
 <tbody>
 ${rows.join("\n")}
 </tbody>
@@ -107,25 +90,49 @@ ${rows.join("\n")}
 </section>`;
 }
 
-async function transactionsSection(ports: HttpQueryPorts, nowMs: number): Promise<string> {
+function transactionRow(t: TransactionView): string {
+  const partitions = t.partitions.map((p) => `${p.topic}-${p.partition}`).join(", ");
+  const href = `/v1/transactions/${encodeURIComponent(t.transactionalId)}`;
+  return `<tr class="transaction${t.timedOut ? " timed-out" : ""}" data-transactional-id="${escapeHtml(t.transactionalId)}">
+<td class="transactional-id"><a href="${escapeHtml(href)}">${escapeHtml(t.transactionalId)}</a></td><td class="producer-id">${escapeHtml(t.producerId)}</td><td class="epoch">${escapeHtml(t.epoch)}</td>
+<td class="txn-state">${escapeHtml(t.state)}${t.timedOut ? " (timed out)" : ""}</td><td class="age">${t.ageMs === null ? "–" : escapeHtml(formatDuration(t.ageMs))}</td>
+<td class="timeout">${escapeHtml(formatMs(t.timeoutMs))}</td><td class="txn-partitions">${escapeHtml(partitions || "–")}</td><td class="groups">${escapeHtml(t.groups.join(", ") || "–")}</td>
+</tr>`;
+}
+
+async function transactionsSection(ports: HttpQueryPorts): Promise<string> {
   if (!ports.transactions) {
     return `<section id="transactions"><h2>Transactions</h2>
-<p class="not-implemented">Not implemented yet: the transaction coordinator does not exist in this build, so there are no transactions to show (GET /v1/transactions answers 501). Idempotent producers are served; their dedupe windows are linked from the Producers column.</p>
+<p class="not-implemented">Not in this build: there is no transaction coordinator, so there are no transactions to show (GET /v1/transactions answers 501). Idempotent producers are served; their dedupe windows are linked from the Producers column.</p>
 </section>`;
   }
-  const { total, transactions } = await ports.transactions.list({ state: "Ongoing", limit: DASHBOARD_TRANSACTIONS });
-  if (total === 0) return `<section id="transactions"><h2>Transactions</h2><p class="empty">No ongoing transactions.</p></section>`;
-  const rows = transactions
-    .map(
-      (t) =>
-        `<tr data-transactional-id="${escapeHtml(t.transactionalId)}"><td>${escapeHtml(t.transactionalId)}</td><td>${escapeHtml(t.producerId)}</td><td>${escapeHtml(t.epoch)}</td><td>${escapeHtml(t.state)}</td><td>${t.ongoingSinceMs === null ? "–" : escapeHtml(formatDuration(nowMs - t.ongoingSinceMs))}</td><td>${escapeHtml(t.partitions.length)}</td></tr>`,
-    )
-    .join("\n");
-  return `<section id="transactions"><h2>Ongoing transactions (${escapeHtml(total)})</h2>
-<table class="grid"><thead><tr><th>Transactional id</th><th>Producer id</th><th>Epoch</th><th>State</th><th>Age</th><th>Partitions</th></tr></thead>
+  const overview = await ports.transactions.overview();
+  // minAgeMs 0 selects the open transactions (Ongoing, PrepareCommit, PrepareAbort) only.
+  const { total, transactions } = await ports.transactions.list({ minAgeMs: 0, limit: DASHBOARD_TRANSACTIONS });
+  const states = Object.entries(overview.byState)
+    .map(([state, count]) => `<span class="txn-count${count > 0 ? " some" : ""}" data-state="${escapeHtml(state)}">${escapeHtml(state)}: <b>${escapeHtml(count)}</b></span>`)
+    .join(" ");
+  const oldest = overview.oldestOngoingAgeMs === null ? "none Ongoing" : `oldest Ongoing: ${escapeHtml(formatDuration(overview.oldestOngoingAgeMs))}`;
+  const warnings =
+    overview.warnings.length === 0
+      ? `<p class="ok" id="hanging-none">No hanging transactions.</p>`
+      : `<div class="warning" id="hanging"><b>Possibly hanging transactions (${escapeHtml(overview.warnings.length)})</b><ul>
+${overview.warnings.map((w) => `<li class="hanging-warning" data-kind="${escapeHtml(w.kind)}"${w.transactionalId === null ? "" : ` data-transactional-id="${escapeHtml(w.transactionalId)}"`}>${escapeHtml(w.message)}</li>`).join("\n")}
+</ul><p class="muted">An Ongoing transaction past its timeout should have been aborted by the reaper (every 10 s). A stuck LSO with no transaction of this coordinator behind it is an orphaned transaction on the partition. See docs/operations.md, "Hanging transactions".</p></div>`;
+  const table =
+    total === 0
+      ? `<p class="empty">No open transactions.</p>`
+      : `${total > transactions.length ? `<p class="note">Showing ${escapeHtml(transactions.length)} of ${escapeHtml(total)} open transactions; all are at <a href="/v1/transactions?minAgeMs=0">/v1/transactions?minAgeMs=0</a>.</p>` : ""}
+<table class="grid" id="open-transactions"><thead><tr><th>Transactional id</th><th>Producer id</th><th>Epoch</th><th>State</th><th>Age</th><th>Timeout</th><th>Partitions</th><th>Groups</th></tr></thead>
 <tbody>
-${rows}
-</tbody></table></section>`;
+${transactions.map(transactionRow).join("\n")}
+</tbody></table>`;
+  return `<section id="transactions"><h2>Transactions</h2>
+<p class="txn-states">${states} <span class="muted">(${oldest})</span></p>
+${warnings}
+<h3>Open transactions (${escapeHtml(total)})</h3>
+${table}
+</section>`;
 }
 
 const STYLE = `
@@ -138,6 +145,12 @@ table.grid td{font-variant-numeric:tabular-nums}thead th{background:#eef1f5}
 .feature.on{background:#dff5e3}.feature.off{background:#f5e9d8}
 .not-implemented{background:#f5e9d8;padding:.5rem .75rem;border-radius:.3rem;max-width:60rem}
 .muted,.note{color:#5c6773}
+h3{font-size:1rem;margin:1rem 0 .4rem}
+.txn-count{display:inline-block;padding:0 .4rem;margin-right:.3rem;border-radius:.3rem;background:#eef1f5}
+.txn-count.some{background:#dfe9f5}
+.warning{background:#fbe3e1;border:1px solid #e3a29b;padding:.5rem .75rem;border-radius:.3rem;max-width:70rem}
+.warning ul{margin:.3rem 0}.ok{color:#2f6b3a}
+tr.timed-out td{background:#fbe3e1}td.lso-lag.lagging{background:#fff4d6}
 `;
 
 export async function renderDashboard(ports: HttpQueryPorts, opts: { refreshSeconds: number }): Promise<string> {
@@ -149,7 +162,6 @@ export async function renderDashboard(ports: HttpQueryPorts, opts: { refreshSeco
     const detail = await ports.topic(t.name);
     if (detail) details.push(detail); // deleted between the two reads: just not drawn
   }
-  const nowMs = cluster.startedAtMs + cluster.uptimeMs;
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -161,10 +173,10 @@ export async function renderDashboard(ports: HttpQueryPorts, opts: { refreshSeco
 </head>
 <body>
 <h1>bunka ${escapeHtml(cluster.version)}</h1>
-<p class="muted">Broker ${escapeHtml(cluster.brokerId)} of cluster ${escapeHtml(cluster.clusterId)}. This page reloads every ${escapeHtml(opts.refreshSeconds)} s. JSON: <a href="/v1/cluster">/v1/cluster</a>, <a href="/v1/topics">/v1/topics</a>, <a href="/metrics">/metrics</a>, <a href="/ready">/ready</a>.</p>
+<p class="muted">Broker ${escapeHtml(cluster.brokerId)} of cluster ${escapeHtml(cluster.clusterId)}. This page reloads every ${escapeHtml(opts.refreshSeconds)} s. JSON: <a href="/v1/cluster">/v1/cluster</a>, <a href="/v1/topics">/v1/topics</a>, <a href="/v1/transactions">/v1/transactions</a>, <a href="/v1/markers">/v1/markers</a>, <a href="/metrics">/metrics</a>, <a href="/ready">/ready</a>.</p>
 ${clusterSection(cluster, readiness)}
 ${topicsSection(details, topics.length)}
-${await transactionsSection(ports, nowMs)}
+${await transactionsSection(ports)}
 </body>
 </html>
 `;

@@ -6,10 +6,9 @@
  * Views are plain data: numbers, strings, arrays, objects, null. They are encoded as JSON or MessagePack
  * as they are, so they never carry bigint, Map, class instances or undefined fields.
  *
- * Subsystems that do not exist yet (the transaction coordinator, its marker queues) are optional ports:
- * when one is absent, its endpoints answer 501 with a JSON error that says so, rather than an empty list
- * that would look like "nothing is wrong". Adding the subsystem means implementing its port here and
- * passing it in; the routes, filters and their validation already exist.
+ * The transaction ports are optional: a build (or a test double) without a transaction coordinator leaves
+ * them out, and their endpoints answer 501 with a JSON error that says so, rather than an empty list that
+ * would look like "nothing is wrong". The live broker (broker-ports.ts) always provides them.
  */
 
 /** Why the broker is not ready to take traffic; absent when it is. */
@@ -78,6 +77,10 @@ export interface PartitionView {
   sizeBytes: number | null;
   /** Producer ids with a dedupe window in this partition. */
   producerCount: number | null;
+  /** Transactions open here (a transactional batch appended, no marker yet). */
+  openTransactionCount: number | null;
+  /** highWatermark - lastStableOffset: what read_committed consumers cannot read yet. */
+  lsoLag: number | null;
   /** The fatal error that stopped this partition's log, or null. */
   failure: string | null;
 }
@@ -128,7 +131,7 @@ export type ProducersLookup =
   | { kind: "unknown-topic" }
   | { kind: "unknown-partition"; partitions: number };
 
-// ---- ports of subsystems that are still being built ---------------------------------------------
+// ---- transactions, markers, groups ------------------------------------------------------------
 
 /** Kafka's transaction state names (TransactionState.java). */
 export const TRANSACTION_STATES = [
@@ -143,60 +146,134 @@ export const TRANSACTION_STATES = [
 ] as const;
 export type TransactionStateName = (typeof TRANSACTION_STATES)[number];
 
+/** The states an entry can be stored in (Dead and PrepareEpochFence are only steps inside one decision). */
+export const STORED_TRANSACTION_STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"] as const;
+
+/** States in which a transaction is open: begun and not yet completed, so it holds partitions' LSO. */
+export const OPEN_TRANSACTION_STATES: readonly TransactionStateName[] = ["Ongoing", "PrepareCommit", "PrepareAbort"];
+
 export interface TransactionPartitionView {
   topic: string;
   partition: number;
 }
 
+/** One transactional id's coordinator entry (TxnEntry), with what the side-port derives from it. */
 export interface TransactionView {
   transactionalId: string;
   producerId: number;
+  /** The producer id before the last InitProducerId (equal unless it rotated), -1 before the first. */
   lastProducerId: number;
   epoch: number;
+  /** The epoch a producer that asked for a bump had before it, -1 when the last bump fenced its holder. */
   lastEpoch: number;
   timeoutMs: number;
   state: TransactionStateName;
   partitions: TransactionPartitionView[];
   groups: string[];
-  /** When the current transaction started, or null when none is ongoing. */
+  /** When the current (or last) transaction began, or null when none has since the last InitProducerId. */
   ongoingSinceMs: number | null;
+  /** How long the open transaction has run (Ongoing, PrepareCommit, PrepareAbort); null for the others. */
+  ageMs: number | null;
+  /**
+   * Ongoing and older than its timeout. The reaper aborts those every 10 s, so one seen for longer is a
+   * hanging transaction (or a coordinator that cannot write its slot).
+   */
+  timedOut: boolean;
+  /** The time of the last transition. */
   updatedMs: number;
   /** Coordinator slot (fnv1a32(transactionalId) % 50) and the broker that owns it. */
   slot: number;
   coordinatorBrokerId: number;
 }
 
+/** An offset staged by the transaction (TxnOffsetCommit), invisible to consumers until it commits. */
+export interface StagedOffsetView {
+  groupId: string;
+  topic: string;
+  partition: number;
+  offset: number;
+  leaderEpoch: number;
+  metadata: string;
+  commitTimestampMs: number;
+}
+
+export interface TransactionDetailView extends TransactionView {
+  /** Staged offsets of its groups for its producer id (the group coordinator's; groups of owned slots). */
+  stagedOffsets: StagedOffsetView[];
+  /** Markers of its decision that are not durable on their partitions yet. */
+  pendingMarkers: MarkerView[];
+}
+
 export interface TransactionFilter {
   state?: TransactionStateName;
-  /** Only transactions whose current transaction started at least this long ago (hanging-transaction hunt). */
+  /** Only open transactions (Ongoing, Prepare*) running at least this long (the hanging-transaction hunt). */
   minAgeMs?: number;
+  producerId?: number;
   limit: number;
+}
+
+/** Something that looks like a hanging transaction, for the dashboard (and people). */
+export interface HangingWarning {
+  kind: "timed-out-transaction" | "stuck-lso";
+  /** One line, for people. */
+  message: string;
+  transactionalId: string | null;
+  topic: string | null;
+  partition: number | null;
+  /** Since when: the transaction's start, or when the partition's LSO was first seen stuck. */
+  sinceMs: number;
+}
+
+export interface TransactionOverview {
+  /** Entries per stored state (every state listed, 0 included). */
+  byState: Record<string, number>;
+  /** Age of the oldest Ongoing transaction, null when none is Ongoing. */
+  oldestOngoingAgeMs: number | null;
+  warnings: HangingWarning[];
 }
 
 export interface TransactionQueryPort {
   list(filter: TransactionFilter): Promise<{ total: number; transactions: TransactionView[] }>;
-  get(transactionalId: string): Promise<TransactionView | undefined>;
+  get(transactionalId: string): Promise<TransactionDetailView | undefined>;
+  overview(): Promise<TransactionOverview>;
 }
 
 export interface MarkerView {
   transactionalId: string;
   producerId: number;
-  epoch: number;
+  producerEpoch: number;
+  coordinatorEpoch: number;
   result: "COMMIT" | "ABORT";
   topic: string;
   partition: number;
-  /** Broker whose queue holds the marker (the partition's leader). */
+  /** The broker that must append it (the partition's leader when known, else -1). */
   targetBrokerId: number;
-  enqueuedMs: number;
+  /**
+   * "coordinator": decided, not yet written or queued by this broker's coordinator (retried every 10 s);
+   * "queue": in a shared-volume queue file, waiting for the target broker's watcher (polls every 2 s).
+   */
+  source: "coordinator" | "queue";
+  /** When the decision became durable (coordinator), or when the queue file was written (queue). */
+  sinceMs: number;
+  /** The queue file's path relative to the data directory, for "queue" markers; else null. */
+  file: string | null;
+}
+
+export interface MarkerQueueView {
+  targetBrokerId: number;
+  /** Queue files (one per transaction and target broker). */
+  files: number;
 }
 
 export interface MarkerQueryPort {
-  /** Transaction markers written to the shared-volume queues and not yet applied. */
-  pending(limit: number): Promise<{ total: number; markers: MarkerView[] }>;
+  /** Markers decided and not yet durable on their partitions, oldest first, and the queues' depths. */
+  pending(limit: number): Promise<{ total: number; markers: MarkerView[]; queues: MarkerQueueView[] }>;
 }
 
 /** Write operations, reachable only with the admin token. */
-export type AdminOutcome = { ok: true; body: Record<string, unknown> } | { ok: false; status: 404 | 409; error: string; message: string };
+export type AdminOutcome =
+  | { ok: true; body: Record<string, unknown> }
+  | { ok: false; status: 404 | 409 | 503; error: string; message: string };
 
 export interface TransactionAdminPort {
   /** Aborts an ongoing transaction (a hanging one, typically). */
@@ -213,10 +290,10 @@ export interface HttpQueryPorts {
   producers(topic: string, partition: number, query: ProducersQuery): Promise<ProducersLookup>;
   /** Prometheus text exposition format 0.0.4, complete (ends with a newline). */
   metrics(): Promise<string>;
-  /** Absent until the transaction coordinator exists: its endpoints answer 501. */
+  /** Absent in a build without a transaction coordinator: its endpoints answer 501. */
   transactions?: TransactionQueryPort;
-  /** Absent until the marker queues exist: GET /v1/markers answers 501. */
+  /** Absent without marker queues: GET /v1/markers answers 501. */
   markers?: MarkerQueryPort;
-  /** Absent until the transaction coordinator exists: the abort endpoint answers 501 (with a valid token). */
+  /** Absent without a transaction coordinator: the abort endpoint answers 501 (with a valid token). */
   transactionAdmin?: TransactionAdminPort;
 }

@@ -1,8 +1,10 @@
 /**
  * The dashboard in a real browser: headless Chromium (Debian's, installed by scripts/install-browser.sh)
- * driven by playwright-core, against an in-process broker whose topic got records over the Kafka wire.
- * Checks that the page renders the cluster, the topic with its offsets and the transactions placeholder,
- * that it loads nothing but itself, and that it refreshes itself to show new offsets.
+ * driven by playwright-core, against an in-process broker whose topics got records over the Kafka wire,
+ * one of them in a transaction left open (InitProducerId, AddPartitionsToTxn, a transactional batch, no
+ * EndTxn). Checks that the page renders the cluster, the topics with their offsets and LSO lag, the open
+ * transaction's row with its age and the counts by state, that it loads nothing but itself, and that it
+ * refreshes itself to show new offsets.
  *
  * No Chromium is a failure with the fix in the message, never a skip: a dashboard nobody can see break is
  * not tested.
@@ -14,7 +16,7 @@ import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { simpleBatch } from "../support/batch-builder.ts";
 import { WireClient } from "../support/wire-client.ts";
-import { startInProcessStack, type InProcessStack } from "./support.ts";
+import { openTransactionOverWire, startInProcessStack, type InProcessStack } from "./support.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const PRODUCE_KEY = 0;
@@ -70,11 +72,17 @@ async function launchChromium(): Promise<BrowserContext> {
   });
 }
 
-test("the dashboard shows the cluster, the topic's offsets and the transactions placeholder, and refreshes itself", async () => {
+test("the dashboard shows the cluster, the topics' offsets and an ongoing transaction, and refreshes itself", async () => {
   const created = await stack.broker.services.topics.create({ name: "orders", partitions: 2 });
   expect(created.ok).toBe(true);
+  expect((await stack.broker.services.topics.create({ name: "payments", partitions: 1 })).ok).toBe(true);
   expect(await produce("orders", 0, 3)).toBe(0);
   expect(await produce("orders", 0, 2)).toBe(3);
+  // A transaction left open: two records on payments-0 that read_committed consumers cannot read yet.
+  await stack.broker.services.txn.whenReady();
+  client ??= await WireClient.connect(stack.kafka.port);
+  const txn = await openTransactionOverWire(client, { transactionalId: "checkout-1", topic: "payments", partition: 0, values: ["a", "b"] });
+  expect(txn.baseOffset).toBe(0);
 
   context = await launchChromium();
   const page = context.pages()[0] ?? (await context.newPage());
@@ -92,7 +100,7 @@ test("the dashboard shows the cluster, the topic's offsets and the transactions 
   // Cluster.
   await expect(page.locator('[data-field="clusterId"]').textContent()).resolves.toBe(stack.broker.services.clusterId);
   await expect(page.locator('[data-field="ready"]').textContent()).resolves.toBe("yes");
-  await expect(page.locator('[data-field="counts"]').textContent()).resolves.toBe("1 / 2");
+  await expect(page.locator('[data-field="counts"]').textContent()).resolves.toBe("2 / 3");
 
   // The topic and its offsets: partition 0 has 5 records, partition 1 was never touched.
   const p0 = page.locator('tr[data-topic="orders"][data-partition="0"]');
@@ -100,13 +108,26 @@ test("the dashboard shows the cluster, the topic's offsets and the transactions 
   await expect(p0.locator(".log-end-offset").textContent()).resolves.toBe("5");
   await expect(p0.locator(".high-watermark").textContent()).resolves.toBe("5");
   await expect(p0.locator(".last-stable-offset").textContent()).resolves.toBe("5");
+  await expect(p0.locator(".lso-lag").textContent()).resolves.toBe("0");
   await expect(p0.locator(".segments").textContent()).resolves.toBe("1");
   const p1 = page.locator('tr[data-topic="orders"][data-partition="1"]');
   await expect(p1.locator(".state").textContent()).resolves.toBe("not opened yet");
 
-  // Transactions: honest about not existing yet.
-  const transactions = await page.locator("#transactions").textContent();
-  expect(transactions).toContain("Not implemented yet");
+  // The open transaction holds payments-0's LSO at its first batch. One read per row (innerText waits for
+  // the row and gives its cells tab-separated): the page reloads itself every second.
+  const pay = (await page.locator('tr[data-topic="payments"][data-partition="0"]').innerText()).split("\t").map((c) => c.trim());
+  // Topic, partition, leader, log start, log end, HW, LSO, LSO lag, open txns, segments, size, producers, state.
+  expect(pay.slice(0, 10)).toEqual(["payments", "0", "0", "0", "2", "2", "0", "2", "1", "1"]);
+
+  // Transactions: the counts by state, and the open transaction's row with its producer, state and age.
+  await expect(page.locator('#transactions [data-state="Ongoing"]').textContent()).resolves.toBe("Ongoing: 1");
+  const row = page.locator('tr[data-transactional-id="checkout-1"]');
+  await expect(row.getAttribute("class")).resolves.toBe("transaction"); // not "transaction timed-out"
+  const cells = (await row.innerText()).split("\t").map((c) => c.trim());
+  // Transactional id, producer id, epoch, state, age, timeout, partitions, groups.
+  expect(cells).toEqual(["checkout-1", String(txn.producerId), String(txn.producerEpoch), "Ongoing", expect.stringMatching(/^\d+s$/), "1m", "payments-0", "–"]);
+  // Young and within its timeout: not hanging.
+  await expect(page.locator("#hanging-none").textContent()).resolves.toBe("No hanging transactions.");
 
   // More records: the page reloads itself (meta refresh, 1 s here) and shows them, with no action from us.
   expect(await produce("orders", 0, 4)).toBe(5);

@@ -1,7 +1,7 @@
 /**
- * Helpers for the end-to-end tests: reading a child's stdout until a line appears, and an in-process broker
- * with the Kafka listener and the HTTP side-port wired exactly as main.ts wires them. The compiled binary
- * comes from tests/support/binary.ts.
+ * Helpers for the end-to-end tests: reading a child's stdout until a line appears, an in-process broker
+ * with the Kafka listener and the HTTP side-port wired exactly as main.ts wires them, and an open
+ * transaction made with raw Kafka frames. The compiled binary comes from tests/support/binary.ts.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +17,8 @@ import { startKafkaListener, type KafkaListener } from "../../src/net/kafka-list
 import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { nodeFs } from "../../src/platform/node-fs.ts";
+import { buildBatch } from "../support/batch-builder.ts";
+import type { WireClient } from "../support/wire-client.ts";
 
 /**
  * Reads `stream` until `pattern` matches the text so far, or fails after `timeoutMs`. The reader is kept:
@@ -105,4 +107,71 @@ export async function startInProcessStack(appOptions: HttpAppOptions = {}): Prom
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+// ---- a transaction over raw Kafka frames -------------------------------------------------------
+
+const API = { Produce: 0, CreateTopics: 19, InitProducerId: 22, AddPartitionsToTxn: 24 } as const;
+/** Codes a fresh broker may answer while its coordinator finishes loading. */
+const RETRIABLE = new Set([14 /* COORDINATOR_LOAD_IN_PROGRESS */, 51 /* CONCURRENT_TRANSACTIONS */]);
+
+/** CreateTopics v7 over the wire; fails the test on any error code. */
+export async function createTopicOverWire(client: WireClient, name: string, partitions: number): Promise<void> {
+  const res = await client.request(API.CreateTopics, 7, {
+    topics: [{ name, numPartitions: partitions, replicationFactor: 1, assignments: [], configs: [] }],
+    timeoutMs: 10_000,
+    validateOnly: false,
+  });
+  if (res.topics[0].errorCode !== 0) throw new Error(`CreateTopics ${name}: error ${res.topics[0].errorCode}`);
+}
+
+/**
+ * What a transactional producer does up to its first batch, and no further: InitProducerId with a
+ * transactional id (v4), AddPartitionsToTxn (v3), one transactional batch of `values` (Produce v9, acks=-1).
+ * No EndTxn: the transaction stays Ongoing and holds the partition's last stable offset.
+ */
+export async function openTransactionOverWire(
+  client: WireClient,
+  opts: { transactionalId: string; topic: string; partition: number; values: string[]; timeoutMs?: number },
+): Promise<{ producerId: number; producerEpoch: number; baseOffset: number }> {
+  let init: { errorCode: number; producerId: number; producerEpoch: number } | undefined;
+  for (let attempt = 0; attempt < 200; attempt++) {
+    init = await client.request(API.InitProducerId, 4, {
+      transactionalId: opts.transactionalId,
+      transactionTimeoutMs: opts.timeoutMs ?? 60_000,
+      producerId: -1,
+      producerEpoch: -1,
+    });
+    if (!RETRIABLE.has(init!.errorCode)) break;
+    await Bun.sleep(25); // the coordinator is still loading: poll until it answers
+  }
+  if (init?.errorCode !== 0) throw new Error(`InitProducerId: error ${init?.errorCode}`);
+  const { producerId, producerEpoch } = init;
+  const added = await client.request(API.AddPartitionsToTxn, 3, {
+    v3AndBelowTransactionalId: opts.transactionalId,
+    v3AndBelowProducerId: producerId,
+    v3AndBelowProducerEpoch: producerEpoch,
+    v3AndBelowTopics: [{ name: opts.topic, partitions: [opts.partition] }],
+  });
+  const addCode = added.resultsByTopicV3AndBelow[0].resultsByPartition[0].partitionErrorCode;
+  if (addCode !== 0) throw new Error(`AddPartitionsToTxn: error ${addCode}`);
+  const produced = await client.request(API.Produce, 9, {
+    transactionalId: opts.transactionalId,
+    acks: -1,
+    timeoutMs: 10_000,
+    topicData: [
+      {
+        name: opts.topic,
+        partitionData: [
+          {
+            index: opts.partition,
+            records: buildBatch({ records: opts.values.map((value) => ({ value })), producerId, producerEpoch, baseSequence: 0, transactional: true }),
+          },
+        ],
+      },
+    ],
+  });
+  const answer = produced.responses[0].partitionResponses[0];
+  if (answer.errorCode !== 0) throw new Error(`transactional Produce: error ${answer.errorCode}`);
+  return { producerId, producerEpoch, baseOffset: answer.baseOffset };
 }

@@ -506,6 +506,15 @@ export function abortTimedOut(entry: TxnEntry | undefined, nowMs: number, coordi
   return fenceAndAbort(entry, nowMs, coordinatorEpoch, ErrorCode.NONE);
 }
 
+/**
+ * An operator's abort of an Ongoing transaction (the HTTP side-port's admin route, for a hanging one): the
+ * timeout reaper's fence and abort, whatever the transaction's age. Anything not Ongoing: no change.
+ */
+export function abortOngoing(entry: TxnEntry | undefined, nowMs: number, coordinatorEpoch = DEFAULT_COORDINATOR_EPOCH): TxnDecision {
+  if (entry === undefined || entry.state !== "Ongoing") return answer(entry, ErrorCode.NONE);
+  return fenceAndAbort(entry, nowMs, coordinatorEpoch, ErrorCode.NONE);
+}
+
 /** Apache's rule: Empty / Complete* and not updated for at least the expiration (updated <= now - expiration). */
 export function isExpired(entry: TxnEntry, nowMs: number, expirationMs = TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT): boolean {
   return (

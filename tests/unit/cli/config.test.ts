@@ -377,6 +377,9 @@ function cli(overrides: Partial<CliDeps> = {}) {
       served.push(config);
       return 0;
     },
+    fetch: async () => {
+      throw new Error("serve tests make no HTTP requests");
+    },
     ...overrides,
   };
   return { deps, out, err, served, stdout: () => out.join(""), stderr: () => err.join("") };

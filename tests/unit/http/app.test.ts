@@ -8,10 +8,14 @@ import { createHttpApp, MAX_LIST_LIMIT, wantsMsgpack } from "../../../src/http/a
 import type {
   ClusterView,
   HttpQueryPorts,
+  MarkerView,
   ProducersQuery,
   Readiness,
   TopicDetailView,
+  TransactionDetailView,
   TransactionFilter,
+  TransactionOverview,
+  TransactionQueryPort,
   TransactionView,
 } from "../../../src/http/ports.ts";
 
@@ -50,6 +54,8 @@ const orders: TopicDetailView = {
       segmentBaseOffsets: [0],
       sizeBytes: 420,
       producerCount: 1,
+      openTransactionCount: 0,
+      lsoLag: 0,
       failure: null,
     },
     {
@@ -64,6 +70,8 @@ const orders: TopicDetailView = {
       segmentBaseOffsets: null,
       sizeBytes: null,
       producerCount: null,
+      openTransactionCount: null,
+      lsoLag: null,
       failure: null,
     },
   ],
@@ -280,18 +288,66 @@ const txn: TransactionView = {
   partitions: [{ topic: "orders", partition: 0 }],
   groups: [],
   ongoingSinceMs: 1_700_000_000_000,
+  ageMs: 65_000,
+  timedOut: true,
   updatedMs: 1_700_000_000_500,
   slot: 12,
   coordinatorBrokerId: 0,
 };
 
-describe("transactions and markers while the coordinator does not exist", () => {
+const marker: MarkerView = {
+  transactionalId: "tx/1",
+  producerId: 7,
+  producerEpoch: 3,
+  coordinatorEpoch: 0,
+  result: "COMMIT",
+  topic: "orders",
+  partition: 0,
+  targetBrokerId: 1,
+  source: "queue",
+  sinceMs: 1_700_000_000_000,
+  file: "__cluster/marker_queue/to-1/7-3-commit.json",
+};
+
+const txnDetail: TransactionDetailView = {
+  ...txn,
+  stagedOffsets: [{ groupId: "g", topic: "orders", partition: 0, offset: 42, leaderEpoch: -1, metadata: "", commitTimestampMs: 1_700_000_000_400 }],
+  pendingMarkers: [marker],
+};
+
+const overview: TransactionOverview = {
+  byState: { Empty: 2, Ongoing: 1, PrepareCommit: 0, PrepareAbort: 0, CompleteCommit: 5, CompleteAbort: 1 },
+  oldestOngoingAgeMs: 65_000,
+  warnings: [
+    {
+      kind: "timed-out-transaction",
+      message: 'transaction "tx/1" (producer 7, epoch 3) has been Ongoing for 1m 5s, past its timeout of 60s',
+      transactionalId: "tx/1",
+      topic: null,
+      partition: null,
+      sinceMs: 1_700_000_000_000,
+    },
+  ],
+};
+
+function fakeTransactions(filters: TransactionFilter[] = []): TransactionQueryPort {
+  return {
+    list: async (filter) => {
+      filters.push(filter);
+      return { total: 2, transactions: [txn] };
+    },
+    get: async (id) => (id === "tx/1" ? txnDetail : undefined),
+    overview: async () => overview,
+  };
+}
+
+describe("transactions and markers in a build without a coordinator (no ports)", () => {
   test("GET /v1/transactions is 501 not_implemented, saying the coordinator is missing", async () => {
     const res = await createHttpApp(fakePorts().ports).request("/v1/transactions");
     expect(res.status).toBe(501);
     const body = await json(res);
     expect(body.error).toBe("not_implemented");
-    expect(body.message).toContain("transaction coordinator is not implemented yet");
+    expect(body.message).toContain("no transaction coordinator");
   });
 
   test("GET /v1/transactions/:id is 501", async () => {
@@ -308,7 +364,7 @@ describe("transactions and markers while the coordinator does not exist", () => 
 
   test("filters are validated before the 501, so a bad query fails the same before and after", async () => {
     const app = createHttpApp(fakePorts().ports);
-    for (const query of ["state=Bogus", "minAgeMs=-1", "minAgeMs=soon", "limit=0"]) {
+    for (const query of ["state=Bogus", "minAgeMs=-1", "minAgeMs=soon", "limit=0", "producerId=x", "producerId=-2"]) {
       const res = await app.request(`/v1/transactions?${query}`);
       expect(res.status).toBe(400);
       expect((await json(res)).error).toBe("bad_request");
@@ -320,43 +376,40 @@ describe("transactions and markers while the coordinator does not exist", () => 
 describe("transactions and markers once their ports exist", () => {
   test("list passes the filter and reports truncation; get finds or 404s; ids may contain a slash", async () => {
     const filters: TransactionFilter[] = [];
+    const { ports } = fakePorts({ transactions: fakeTransactions(filters) });
+    const app = createHttpApp(ports);
+    const list = await json(await app.request("/v1/transactions?state=Ongoing&minAgeMs=1000&producerId=7&limit=1"));
+    expect(list).toEqual({ total: 2, truncated: true, transactions: [txn] });
+    expect(filters).toEqual([{ state: "Ongoing", minAgeMs: 1000, producerId: 7, limit: 1 }]);
+    await app.request("/v1/transactions");
+    expect(filters[1]).toEqual({ limit: 1000 });
+    const one = await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`);
+    expect(one.status).toBe(200);
+    expect(await json(one)).toEqual(txnDetail);
+    expect(await unpack(await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`, msgpack))).toEqual(txnDetail);
+    const missing = await app.request("/v1/transactions/other");
+    expect(missing.status).toBe(404);
+    expect(await json(missing)).toEqual({ error: "unknown_transactional_id", message: 'no transaction state for "other"' });
+  });
+
+  test("markers list with the queue depths, as JSON and MessagePack, and the limit", async () => {
+    const limits: number[] = [];
     const { ports } = fakePorts({
-      transactions: {
-        list: async (filter) => {
-          filters.push(filter);
-          return { total: 2, transactions: [txn] };
+      markers: {
+        pending: async (limit) => {
+          limits.push(limit);
+          return { total: 1, markers: [marker].slice(0, limit), queues: [{ targetBrokerId: 1, files: 1 }] };
         },
-        get: async (id) => (id === "tx/1" ? txn : undefined),
       },
     });
     const app = createHttpApp(ports);
-    const list = await json(await app.request("/v1/transactions?state=Ongoing&minAgeMs=1000&limit=1"));
-    expect(list).toEqual({ total: 2, truncated: true, transactions: [txn] });
-    expect(filters).toEqual([{ state: "Ongoing", minAgeMs: 1000, limit: 1 }]);
-    const one = await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`);
-    expect(one.status).toBe(200);
-    expect(await json(one)).toEqual(txn);
-    expect(await unpack(await app.request(`/v1/transactions/${encodeURIComponent("tx/1")}`, msgpack))).toEqual(txn);
-    const missing = await app.request("/v1/transactions/other");
-    expect(missing.status).toBe(404);
-    expect((await json(missing)).error).toBe("unknown_transactional_id");
-  });
-
-  test("markers list", async () => {
-    const marker = {
-      transactionalId: "tx/1",
-      producerId: 7,
-      epoch: 3,
-      result: "COMMIT" as const,
-      topic: "orders",
-      partition: 0,
-      targetBrokerId: 1,
-      enqueuedMs: 1_700_000_000_000,
-    };
-    const { ports } = fakePorts({ markers: { pending: async (limit) => ({ total: 1, markers: [marker].slice(0, limit) }) } });
-    const res = await createHttpApp(ports).request("/v1/markers");
+    const res = await app.request("/v1/markers");
     expect(res.status).toBe(200);
-    expect(await json(res)).toEqual({ total: 1, truncated: false, markers: [marker] });
+    const expected = { total: 1, truncated: false, markers: [marker], queues: [{ targetBrokerId: 1, files: 1 }] };
+    expect(await json(res)).toEqual(expected);
+    expect(await unpack(await app.request("/v1/markers", msgpack))).toEqual(expected);
+    expect((await app.request("/v1/markers?limit=0")).status).toBe(400);
+    expect(limits).toEqual([1000, 1000]);
   });
 });
 
@@ -426,7 +479,7 @@ describe("admin token", () => {
     expect(ok.status).toBe(501);
     const body = await json(ok);
     expect(body.error).toBe("not_implemented");
-    expect(body.message).toContain("transaction coordinator is not implemented yet");
+    expect(body.message).toContain("no transaction coordinator");
   });
 
   test("with a token the write route answers 405 to GET, and reads stay open without a token", async () => {
@@ -456,6 +509,25 @@ describe("admin token", () => {
     expect(missing.status).toBe(404);
     expect(aborted).toEqual(["my-app", "other"]);
   });
+
+  test("the admin port's refusals keep their status and code: 409 not Ongoing, 503 coordinator unavailable", async () => {
+    const { ports } = fakePorts({
+      transactionAdmin: {
+        abort: async (id) =>
+          id === "done"
+            ? { ok: false, status: 409, error: "not_ongoing", message: 'transaction "done" is CompleteCommit: only an Ongoing transaction can be aborted' }
+            : { ok: false, status: 503, error: "coordinator_unavailable", message: "loading" },
+      },
+    });
+    const app = createHttpApp(ports, { adminToken: "s3cret" });
+    const headers = { Authorization: "Bearer s3cret" };
+    const done = await app.request("/v1/transactions/done/abort", { method: "POST", headers });
+    expect(done.status).toBe(409);
+    expect((await json(done)).error).toBe("not_ongoing");
+    const loading = await app.request("/v1/transactions/x/abort", { method: "POST", headers });
+    expect(loading.status).toBe(503);
+    expect((await json(loading)).error).toBe("coordinator_unavailable");
+  });
 });
 
 describe("dashboard", () => {
@@ -470,8 +542,41 @@ describe("dashboard", () => {
     expect(html).toContain('data-topic="orders" data-partition="0"');
     expect(html).toContain('<td class="log-end-offset">7</td>');
     expect(html).toContain("not opened yet");
-    expect(html).toContain("Not implemented yet: the transaction coordinator");
+    expect(html).toContain("Not in this build: there is no transaction coordinator");
     expect(html).not.toContain("<script");
+  });
+
+  test("GET / with a coordinator: counts by state, open transactions with their age, hanging warnings", async () => {
+    const filters: TransactionFilter[] = [];
+    const html = await (await createHttpApp(fakePorts({ transactions: fakeTransactions(filters) }).ports).request("/")).text();
+    // Only open transactions are listed (minAgeMs 0), at most 50.
+    expect(filters).toEqual([{ minAgeMs: 0, limit: 50 }]);
+    expect(html).toContain('data-state="Ongoing">Ongoing: <b>1</b>');
+    expect(html).toContain('data-state="CompleteCommit">CompleteCommit: <b>5</b>');
+    expect(html).toContain("oldest Ongoing: 1m 5s");
+    expect(html).toContain('<tr class="transaction timed-out" data-transactional-id="tx/1">');
+    expect(html).toContain('<td class="age">1m 5s</td>');
+    expect(html).toContain('<td class="txn-state">Ongoing (timed out)</td>');
+    expect(html).toContain('<td class="txn-partitions">orders-0</td>');
+    expect(html).toContain('href="/v1/transactions/tx%2F1"');
+    expect(html).toContain('<li class="hanging-warning" data-kind="timed-out-transaction" data-transactional-id="tx/1">');
+    expect(html).toContain("has been Ongoing for 1m 5s, past its timeout of 60s");
+    expect(html).toContain("Open transactions (2)");
+    expect(html).toContain("Showing 1 of 2 open transactions");
+    expect(html).not.toContain("Not in this build");
+  });
+
+  test("GET / with a coordinator and nothing open says so, without warnings", async () => {
+    const quiet: TransactionQueryPort = {
+      list: async () => ({ total: 0, transactions: [] }),
+      get: async () => undefined,
+      overview: async () => ({ ...overview, oldestOngoingAgeMs: null, warnings: [] }),
+    };
+    const html = await (await createHttpApp(fakePorts({ transactions: quiet }).ports).request("/")).text();
+    expect(html).toContain("No open transactions.");
+    expect(html).toContain("No hanging transactions.");
+    expect(html).toContain("none Ongoing");
+    expect(html).not.toContain('class="warning"');
   });
 
   test("topic names and reasons are escaped", async () => {
