@@ -1,0 +1,152 @@
+"""A consume-transform-produce copier with librdkafka (confluent-kafka), exactly once (EOS v2, KIP-447).
+
+    eos_copier.py copy BOOTSTRAP INPUT OUTPUT GROUP TXN_ID INSTANCE_ID TXN_SIZE PAUSE_AT PAUSE_STAGE
+    eos_copier.py read BOOTSTRAP TOPIC PARTITIONS
+
+copy: a Consumer in GROUP with isolation.level=read_committed and enable.auto.commit=false, and a Producer
+with transactional.id TXN_ID that commits the consumed offsets with send_offsets_to_transaction(offsets,
+consumer.consumer_group_metadata()). Each consume() of at most TXN_SIZE messages becomes one transaction:
+every message of input partition p goes to output partition p with the same key and the value upper-cased.
+INSTANCE_ID is group.instance.id (static membership), "-" for none. PAUSE_AT > 0 stops transaction number
+PAUSE_AT of this run for good in the middle (PAUSE_STAGE "sent": its messages are flushed to the broker;
+"offsets": its offsets are sent to the transaction too), after printing PAUSED, so that the test can SIGKILL
+it with a transaction open. It never exits by itself. stdout, one line per event: READY, COMMIT <n>
+<messages in this run>, PAUSED <n>, ABORT <n> <error>; a fatal error prints FATAL and exits 2.
+
+read: reads partitions 0..PARTITIONS-1 of TOPIC from the beginning with isolation.level=read_committed
+through assign() (no group), up to the end of each partition, and prints {"<partition>": [[key, value],
+...]} as one JSON line: librdkafka's own filtering of aborted transactions, as a second opinion.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+
+def say(line):
+    print(line, flush=True)
+
+
+def copy(bootstrap, input_topic, output_topic, group, txn_id, instance_id, txn_size, pause_at, pause_stage):
+    consumer_config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": f"{txn_id}-consumer",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 1000,
+    }
+    if instance_id != "-":
+        consumer_config["group.instance.id"] = instance_id
+    consumer = Consumer(consumer_config)
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "transactional.id": txn_id,
+        "client.id": f"{txn_id}-producer",
+        "linger.ms": 5,
+    })
+    # Fences the previous run (same transactional.id) and aborts its open transaction before anything is read.
+    producer.init_transactions(60)
+    consumer.subscribe([input_topic])
+    say("READY")
+
+    txns = 0
+    copied = 0
+    while True:
+        messages = [m for m in consumer.consume(num_messages=txn_size, timeout=0.2) if m.error() is None]
+        if not messages:
+            continue
+        n = txns + 1
+        try:
+            producer.begin_transaction()
+            offsets = {}
+            for m in messages:
+                producer.produce(output_topic, key=m.key(), value=m.value().upper(), partition=m.partition())
+                offsets[m.partition()] = m.offset() + 1
+            if n == pause_at and pause_stage == "sent":
+                pause(producer, n)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(input_topic, p, o) for p, o in sorted(offsets.items())],
+                consumer.consumer_group_metadata(),
+                30,
+            )
+            if n == pause_at and pause_stage == "offsets":
+                pause(producer, n)
+            producer.commit_transaction(30)
+            txns = n
+            copied += len(messages)
+            say(f"COMMIT {txns} {copied}")
+        except KafkaException as e:
+            error = e.args[0]
+            if error.fatal() or not error.txn_requires_abort():
+                say(f"FATAL {error}")
+                sys.exit(2)
+            say(f"ABORT {n} {error}")
+            producer.abort_transaction(30)
+            rewind(consumer)
+
+
+def pause(producer, n):
+    producer.flush(30)
+    say(f"PAUSED {n}")
+    while True:
+        time.sleep(3600)
+
+
+def rewind(consumer):
+    """Back to the committed offsets: the aborted transaction's messages are read again."""
+    assignment = consumer.assignment()
+    for tp in consumer.committed(assignment, timeout=30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+
+def read(bootstrap, topic, partitions):
+    errors = []
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        # librdkafka wants a group id for a consumer; with assign() and no commits it never joins the group.
+        "group.id": f"unused-{topic}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "error_cb": lambda err: errors.append(str(err)),
+    })
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out = {str(p): [] for p in range(partitions)}
+    at_end = set()
+    deadline = time.monotonic() + 60
+    while len(at_end) < partitions:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"read {topic}: partitions {sorted(set(range(partitions)) - at_end)} never reached their end; errors {errors[:5]}")
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
+                continue
+            raise SystemExit(f"read {topic}: {msg.error()}")
+        at_end.discard(msg.partition())
+        out[str(msg.partition())].append([msg.key().decode(), msg.value().decode()])
+    consumer.close()
+    say(json.dumps(out))
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "copy":
+        a = sys.argv[2:]
+        copy(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6]), int(a[7]), a[8])
+    elif mode == "read":
+        read(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)
+
+
+if __name__ == "__main__":
+    main()
