@@ -28,6 +28,7 @@
  * to a Kafka error code with `errorCodeOfProblem`.
  */
 import { DecodeError } from "../../errors/errors.ts";
+import { ErrorCode } from "../../errors/generated/error-codes.ts";
 import { Reader } from "../reader.ts";
 import { crc32c } from "./crc32c.ts";
 
@@ -332,40 +333,31 @@ function sizeProblem(position: number, sizeBytes: number, options: ProduceValida
   return undefined;
 }
 
-/** Kafka error codes (errors.json) for the problems, as Apache answers them in a ProduceResponse. */
-export const RecordErrorCode = {
-  CORRUPT_MESSAGE: 2,
-  MESSAGE_TOO_LARGE: 10,
-  INVALID_TIMESTAMP: 32,
-  UNSUPPORTED_COMPRESSION_TYPE: 76,
-  INVALID_RECORD: 87,
-} as const;
-
 export function errorCodeOfProblem(problem: BatchProblem): number {
   switch (problem.kind) {
     case "truncated":
     case "invalid-length":
     case "crc-mismatch":
-      return RecordErrorCode.CORRUPT_MESSAGE;
+      return ErrorCode.CORRUPT_MESSAGE;
     case "unsupported-magic":
       // Produce v3+ answers a v0/v1 message set with INVALID_RECORD (ProduceRequest.validateRecords);
       // a magic byte that no format has is a corrupt frame (ByteBufferLogInputStream).
-      return problem.magic >= 0 && problem.magic < MAGIC_V2 ? RecordErrorCode.INVALID_RECORD : RecordErrorCode.CORRUPT_MESSAGE;
+      return problem.magic >= 0 && problem.magic < MAGIC_V2 ? ErrorCode.INVALID_RECORD : ErrorCode.CORRUPT_MESSAGE;
     case "invalid-compression":
       // Apache fails on the unknown codec id with an IllegalArgumentException (UNKNOWN_SERVER_ERROR);
       // UNSUPPORTED_COMPRESSION_TYPE tells the client what is actually wrong.
-      return RecordErrorCode.UNSUPPORTED_COMPRESSION_TYPE;
+      return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE;
     case "batch-too-large":
-      return RecordErrorCode.MESSAGE_TOO_LARGE;
+      return ErrorCode.MESSAGE_TOO_LARGE;
     case "log-append-time-from-client":
-      return RecordErrorCode.INVALID_TIMESTAMP;
+      return ErrorCode.INVALID_TIMESTAMP;
     case "invalid-record-count":
     case "no-batches":
     case "multiple-batches":
     case "nonzero-base-offset":
     case "control-batch-from-client":
     case "invalid-sequence":
-      return RecordErrorCode.INVALID_RECORD;
+      return ErrorCode.INVALID_RECORD;
   }
 }
 
