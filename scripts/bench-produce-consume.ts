@@ -28,27 +28,35 @@
  * go to stdout. Everything started here (brokers, tools, temp dirs) is removed at the end, on an error,
  * and on Ctrl-C; every tool run is bounded by --timeout.
  */
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { availableParallelism, release, tmpdir } from "node:os";
-import { join } from "node:path";
+import { tmpdir } from "node:os";
+import { ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, runKafkaTool, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
 import {
-  type ApacheKafka,
-  ensureKafkaLibs,
-  javaBin,
-  KAFKA_VERSION,
-  LOG4J_CONFIG,
-  probeBrokerCount,
-  REPO_ROOT,
-  runKafkaTool,
-  startApacheKafka,
-  TOOL_MAIN_CLASSES,
-} from "../tests/support/apache-kafka.ts";
-import { buildTarget, outfileFor } from "./build.ts";
+  type Broker,
+  type BrokerKind,
+  BUSY_PCT,
+  type CpuReport,
+  ensureBunkaBinary,
+  environment,
+  fmtNum,
+  fmtRss,
+  installSignalHandlers,
+  isInterrupted,
+  label,
+  log,
+  markdownTable,
+  missingApis,
+  onCleanup,
+  ratio,
+  runCleanups,
+  startBunkaBroker,
+  startKafkaBroker,
+  textTable,
+  watchCpu,
+  watchPeakRss,
+} from "./bench-support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
-
-type BrokerKind = "kafka" | "bunka";
 
 interface Options {
   records: number;
@@ -128,377 +136,7 @@ function die(message: string): never {
   process.exit(2);
 }
 
-const log = (line: string) => process.stderr.write(`${line}\n`);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-// ---------------------------------------------------------------------------------------------
-// Cleanup: everything started registers how to undo it; undone in reverse order at the end, on an
-// error, or on SIGINT/SIGTERM.
-
-const cleanups = new Map<number, { what: string; fn: (fast: boolean) => Promise<void> | void }>();
-let nextCleanupId = 1;
-let interrupted = false;
-
-function onCleanup(what: string, fn: (fast: boolean) => Promise<void> | void): () => void {
-  const id = nextCleanupId++;
-  cleanups.set(id, { what, fn });
-  return () => cleanups.delete(id);
-}
-
-async function runCleanups(fast: boolean): Promise<void> {
-  const entries = [...cleanups.entries()].reverse();
-  cleanups.clear();
-  for (const [, { what, fn }] of entries) {
-    try {
-      await fn(fast);
-    } catch (e) {
-      log(`cleanup of ${what} failed: ${(e as Error).message}`);
-    }
-  }
-}
-
-function installSignalHandlers(): void {
-  const handler = (signal: NodeJS.Signals) => {
-    if (interrupted) {
-      log(`${signal} again: exiting now`);
-      process.exit(130); // apache-kafka.ts's exit hook still SIGKILLs the JVMs it started
-    }
-    interrupted = true;
-    log(`${signal}: stopping brokers and tools, removing temp dirs ...`);
-    void runCleanups(true).finally(() => process.exit(130));
-  };
-  process.on("SIGINT", handler);
-  process.on("SIGTERM", handler);
-}
-
-function tempDir(root: string, prefix: string): string {
-  mkdirSync(root, { recursive: true });
-  const dir = mkdtempSync(join(root, prefix));
-  onCleanup(dir, () => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Raw ApiVersions v0 (works on every broker, whatever else it supports)
-
-async function rawRequest(host: string, port: number, payload: Buffer, timeoutMs = 3000): Promise<Buffer> {
-  const frame = Buffer.alloc(4 + payload.length);
-  frame.writeInt32BE(payload.length, 0);
-  payload.copy(frame, 4);
-  return await new Promise<Buffer>((resolve, reject) => {
-    let buf = Buffer.alloc(0);
-    let done = false;
-    let sock: { end(): void } | undefined;
-    const finish = (err: Error | null, out?: Buffer) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      try {
-        sock?.end();
-      } catch {
-        /* ignore */
-      }
-      if (err) reject(err);
-      else resolve(out!);
-    };
-    const timer = setTimeout(() => finish(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)), timeoutMs);
-    Bun.connect({
-      hostname: host,
-      port,
-      socket: {
-        open(s) {
-          sock = s;
-          s.write(frame);
-        },
-        data(_s, chunk) {
-          buf = Buffer.concat([buf, chunk]);
-          if (buf.length >= 4 && buf.length >= 4 + buf.readInt32BE(0)) finish(null, buf.subarray(4, 4 + buf.readInt32BE(0)));
-        },
-        close: () => finish(new Error(`connection to ${host}:${port} closed without an answer`)),
-        error: (_s, e) => finish(e),
-        connectError: (_s, e) => finish(e),
-      },
-    }).catch((e: Error) => finish(e));
-  });
-}
-
-/** api key -> max version, from an ApiVersions v0 exchange. */
-async function apiVersions(host: string, port: number): Promise<Map<number, number>> {
-  const clientId = Buffer.from("bunka-bench");
-  const req = Buffer.alloc(10 + clientId.length);
-  req.writeInt16BE(18, 0); // ApiVersions
-  req.writeInt16BE(0, 2);
-  req.writeInt32BE(7, 4);
-  req.writeInt16BE(clientId.length, 8);
-  clientId.copy(req, 10);
-  const res = await rawRequest(host, port, req);
-  // response header v0: correlation id; body v0: error_code, [api_key, min, max]
-  const error = res.readInt16BE(4);
-  if (error !== 0) throw new Error(`ApiVersions v0 answered error ${error}`);
-  const n = res.readInt32BE(6);
-  const out = new Map<number, number>();
-  for (let i = 0; i < n; i++) out.set(res.readInt16BE(10 + i * 6), res.readInt16BE(14 + i * 6));
-  return out;
-}
-
-const API_NAMES: Record<number, string> = {
-  0: "Produce",
-  1: "Fetch",
-  2: "ListOffsets",
-  3: "Metadata",
-  8: "OffsetCommit",
-  9: "OffsetFetch",
-  10: "FindCoordinator",
-  11: "JoinGroup",
-  12: "Heartbeat",
-  13: "LeaveGroup",
-  14: "SyncGroup",
-  19: "CreateTopics",
-  22: "InitProducerId",
-};
 const CONSUME_APIS = [3, 1, 2, 10, 11, 14, 12, 9, 8, 13];
-
-function missingApis(have: Map<number, number>, need: number[]): string[] {
-  return need.filter((k) => !have.has(k)).map((k) => `${API_NAMES[k] ?? "api"}(${k})`);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Memory of a process
-
-function procStatusKb(pid: number, field: "VmRSS" | "VmHWM"): number | undefined {
-  try {
-    const m = readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"));
-    return m ? Number(m[1]) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Resets VmHWM, polls VmRSS every 200 ms; stop() returns the peak in KiB (max of HWM and polls). */
-function watchPeakRss(pid: number): { stop(): number | undefined } {
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, "5"); // 5: reset the peak RSS to the current RSS
-  } catch {
-    /* old kernel or not ours: the polled maximum still counts */
-  }
-  let max = procStatusKb(pid, "VmRSS") ?? 0;
-  const timer = setInterval(() => {
-    max = Math.max(max, procStatusKb(pid, "VmRSS") ?? 0);
-  }, 200);
-  return {
-    stop() {
-      clearInterval(timer);
-      const peak = Math.max(max, procStatusKb(pid, "VmHWM") ?? 0, procStatusKb(pid, "VmRSS") ?? 0);
-      return peak > 0 ? peak : undefined;
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// CPU: what the broker and the tool used during a scenario, and what everything else on the machine
-// used (other load skews the numbers, so it is reported).
-
-const CLK_TCK = 100; // USER_HZ on every Linux we run on (getconf CLK_TCK)
-
-function machineBusyTicks(): number {
-  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-  // user nice system idle iowait irq softirq steal
-  return f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!;
-}
-
-function processTicks(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
-  } catch {
-    return 0;
-  }
-}
-
-interface CpuReport {
-  brokerS: number;
-  toolS: number;
-  /** Share of the whole machine's capacity used by processes other than the broker, the tool and us. */
-  otherPct: number;
-}
-
-function watchCpu(brokerPid: number): { stop(toolCpuMicros: number): CpuReport } {
-  const t0 = performance.now();
-  const busy0 = machineBusyTicks();
-  const broker0 = processTicks(brokerPid);
-  const self0 = process.cpuUsage();
-  return {
-    stop(toolCpuMicros) {
-      const elapsedS = (performance.now() - t0) / 1000;
-      const brokerTicks = processTicks(brokerPid) - broker0;
-      const self = process.cpuUsage(self0);
-      const selfTicks = ((self.user + self.system) / 1e6) * CLK_TCK;
-      const toolTicks = (toolCpuMicros / 1e6) * CLK_TCK;
-      const other = machineBusyTicks() - busy0 - brokerTicks - toolTicks - selfTicks;
-      const capacity = elapsedS * availableParallelism() * CLK_TCK;
-      return {
-        brokerS: brokerTicks / CLK_TCK,
-        toolS: toolCpuMicros / 1e6,
-        otherPct: capacity > 0 ? Math.max(0, (100 * other) / capacity) : 0,
-      };
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Brokers
-
-interface Broker {
-  kind: BrokerKind;
-  host: string;
-  port: number;
-  bootstrap: string;
-  pid: number;
-  apis: Map<number, number>;
-  /** Last lines of the broker's log, for error messages. */
-  logTail(): string;
-  alive(): boolean;
-  stop(): Promise<void>;
-}
-
-async function startKafkaBroker(root: string): Promise<Broker> {
-  const dataDir = tempDir(root, "bench-kafka-");
-  let kafka: ApacheKafka | undefined;
-  const undo = onCleanup("Apache Kafka", async () => kafka?.stop());
-  kafka = await startApacheKafka({ dataDir });
-  let apis: Map<number, number>;
-  try {
-    apis = await apiVersions("127.0.0.1", kafka.port);
-  } catch (e) {
-    await kafka.stop();
-    undo();
-    throw e;
-  }
-  return {
-    kind: "kafka",
-    host: "127.0.0.1",
-    port: kafka.port,
-    bootstrap: kafka.bootstrap,
-    pid: kafka.pid,
-    apis,
-    logTail: () => tailOfFile(kafka!.logFile),
-    alive: () => existsSync(`/proc/${kafka!.pid}`),
-    async stop() {
-      await kafka!.stop();
-      undo();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-function tailOfFile(path: string, lines = 15): string {
-  try {
-    return readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
-  } catch {
-    return "";
-  }
-}
-
-async function startBunkaBroker(binary: string, root: string): Promise<Broker> {
-  const dataDir = tempDir(root, "bench-bunka-");
-  const logFile = `${dataDir}.log`;
-  onCleanup(logFile, () => rmSync(logFile, { force: true }));
-  const logFd = openSync(logFile, "a");
-  const proc = Bun.spawn(
-    [binary, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", join(dataDir, "data"), "--log-level", "warn"],
-    { stdin: "ignore", stdout: "pipe", stderr: logFd },
-  );
-  closeSync(logFd);
-  let exited = false;
-  void proc.exited.then(() => (exited = true));
-  let stopped: Promise<void> | undefined;
-  const stop = (graceMs: number) =>
-    (stopped ??= (async () => {
-      if (!exited) {
-        proc.kill("SIGTERM");
-        const killer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
-        await proc.exited;
-        clearTimeout(killer);
-      }
-    })());
-  const undo = onCleanup("bunka", (fast) => stop(fast ? 1000 : 5000));
-
-  // The start-up line names the bound address: "bunka 0.1.0 listening kafka=H:P ...".
-  const reader = proc.stdout.getReader();
-  let out = "";
-  const deadline = Date.now() + 20_000;
-  let hostPort: RegExpMatchArray | null = null;
-  while (!hostPort) {
-    const left = deadline - Date.now();
-    const chunk = await Promise.race([reader.read(), sleep(Math.max(0, left)).then(() => "timeout" as const)]);
-    if (chunk === "timeout" || chunk.done) {
-      await stop(1000);
-      undo();
-      const why = chunk === "timeout" ? "printed no listening line within 20 s" : `exited (code ${proc.exitCode})`;
-      throw new Error(`bunka ${why}: ${(out + tailOfFile(logFile, 5)).trim().slice(-800)}`);
-    }
-    out += new TextDecoder().decode(chunk.value);
-    hostPort = out.match(/listening kafka=\[?([^\s\]]+?)\]?:(\d+)/);
-  }
-  // Keep draining stdout so the broker never blocks on a full pipe.
-  void (async () => {
-    for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) return;
-  })();
-  const host = hostPort[1]!;
-  const port = Number(hostPort[2]);
-  while ((await probeBrokerCount(host, port)) <= 0) {
-    if (exited || Date.now() > deadline) {
-      await stop(1000);
-      undo();
-      throw new Error(`bunka did not answer Metadata: ${tailOfFile(logFile, 5)}`);
-    }
-    await sleep(100);
-  }
-  let apis: Map<number, number>;
-  try {
-    apis = await apiVersions(host, port);
-  } catch (e) {
-    await stop(1000);
-    undo();
-    throw new Error(`bunka's ApiVersions: ${(e as Error).message}`);
-  }
-  return {
-    kind: "bunka",
-    host,
-    port,
-    bootstrap: `${host}:${port}`,
-    pid: proc.pid,
-    apis,
-    logTail: () => tailOfFile(logFile),
-    alive: () => !exited,
-    async stop() {
-      await stop(5000);
-      undo();
-      rmSync(dataDir, { recursive: true, force: true });
-      rmSync(logFile, { force: true });
-    },
-  };
-}
-
-/** dist/bunka-linux-x64, rebuilt when missing or older than anything under src/ (or package.json). */
-async function ensureBunkaBinary(): Promise<string> {
-  const binary = outfileFor("linux-x64");
-  const newestSource = (dir: string): number => {
-    let newest = 0;
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const p = join(dir, entry.name);
-      newest = Math.max(newest, entry.isDirectory() ? newestSource(p) : statSync(p).mtimeMs);
-    }
-    return newest;
-  };
-  const sourceMtime = Math.max(newestSource(join(REPO_ROOT, "src")), statSync(join(REPO_ROOT, "package.json")).mtimeMs);
-  if (existsSync(binary) && statSync(binary).mtimeMs >= sourceMtime) return binary;
-  log(`building ${binary} (${existsSync(binary) ? "older than src/" : "missing"}) ...`);
-  const result = await buildTarget("linux-x64");
-  if (!result.ok) throw new Error(`build failed: ${result.error}`);
-  return binary;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Perf tools
@@ -768,7 +406,7 @@ async function runBroker(
   const results = new Map<ScenarioId, Outcome>();
   const produced = new Map<ScenarioId, number>();
   for (const group of GROUPS) {
-    if (interrupted) break;
+    if (isInterrupted()) break;
     if (bunkaBinary instanceof Error && kind === "bunka") {
       for (const id of group) results.set(id, { ok: false, error: bunkaBinary.message });
       continue;
@@ -786,7 +424,7 @@ async function runBroker(
     log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
     try {
       for (const id of group) {
-        if (interrupted) break;
+        if (isInterrupted()) break;
         const s = SCENARIOS[id];
         log(`-- ${kind} ${s.title}`);
         const started = Date.now();
@@ -796,7 +434,7 @@ async function runBroker(
         } catch (e) {
           outcome = { ok: false, error: (e as Error).message };
         }
-        if (interrupted) break;
+        if (isInterrupted()) break;
         if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
         results.set(id, outcome);
         log(
@@ -813,51 +451,6 @@ async function runBroker(
   return results;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Environment and report
-
-async function capture(cmd: string[]): Promise<string> {
-  try {
-    const p = Bun.spawn(cmd, { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe" });
-    const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-    return (o + e).trim();
-  } catch {
-    return "";
-  }
-}
-
-interface Env {
-  date: string;
-  machine: string;
-  kafka: string;
-  bunka: string;
-  runtime: string;
-}
-
-async function environment(dataRoot: string): Promise<Env> {
-  const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
-  const model = cpuinfo.match(/^model name\s*:\s*(.+)$/m)?.[1]?.trim() ?? "unknown CPU";
-  const memKb = Number(readFileSync("/proc/meminfo", "utf8").match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0);
-  const nproc = (await capture(["nproc"])) || String(availableParallelism());
-  const fsType = await capture(["stat", "-f", "-c", "%T", dataRoot]);
-  const commit = await capture(["git", "rev-parse", "--short=12", "HEAD"]);
-  const dirty = (await capture(["git", "status", "--porcelain", "--", "src", "package.json"])) !== "";
-  const java = (await capture([javaBin(), "-version"])).split("\n")[0]?.replace(/^openjdk version /, "OpenJDK ") ?? "java";
-  const version = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")).version as string;
-  return {
-    date: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
-    machine: `${nproc} CPUs (nproc), ${model}, ${(memKb / 1024 / 1024).toFixed(1)} GiB RAM, Linux ${release()}, data dirs in ${dataRoot} (${fsType || "?"})`,
-    kafka: `Apache Kafka ${KAFKA_VERSION} (single-node KRaft, default settings; JVM ${java.replace(/"/g, "")}, -Xmx1g -Xms1g G1)`,
-    bunka: `bunka ${version} (dist/bunka-linux-x64), commit ${commit || "?"}${dirty ? " + uncommitted changes in src/" : ""}`,
-    runtime: `Bun ${Bun.version}`,
-  };
-}
-
-/** Other processes' share of the machine from which a row is flagged as skewed. */
-const BUSY_PCT = 10;
-const fmtNum = (n: number) => Math.round(n).toLocaleString("en-US");
-const fmtRss = (kb: number | undefined) => (kb === undefined ? "?" : `${(kb / 1024).toFixed(0)} MiB`);
-const ratio = (num: number | undefined, den: number | undefined) => (num === undefined || den === undefined || den === 0 ? "—" : `${(num / den).toFixed(2)}`);
 
 function cells(o: Outcome | undefined) {
   if (!o) return { rec: "—", mb: "—", lat: "—", rss: "—" };
@@ -903,18 +496,6 @@ function buildRows(kinds: BrokerKind[], results: Record<BrokerKind, Map<Scenario
   return { header, rows };
 }
 
-const label = (k: BrokerKind) => (k === "kafka" ? "Kafka" : "bunka");
-
-function textTable(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ");
-  return [line(header), widths.map((w) => "-".repeat(w)).join("-+-"), ...rows.map(line)].join("\n");
-}
-
-function markdownTable(header: string[], rows: string[][]): string {
-  const line = (r: string[]) => `| ${r.join(" | ")} |`;
-  return [line(header), `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`, ...rows.map(line)].join("\n");
-}
 
 // ---------------------------------------------------------------------------------------------
 // Main
@@ -972,10 +553,10 @@ async function main(): Promise<number> {
 
   const results: Record<BrokerKind, Map<ScenarioId, Outcome>> = { kafka: new Map(), bunka: new Map() };
   for (const kind of kinds) {
-    if (interrupted) break;
+    if (isInterrupted()) break;
     results[kind] = await runBroker(kind, opts, idempotent, bunkaBinary);
   }
-  if (interrupted) return 130;
+  if (isInterrupted()) return 130;
   const elapsedS = Math.round((Date.now() - t0) / 1000);
 
   const { header, rows } = buildRows(kinds, results);
@@ -1037,6 +618,6 @@ try {
   log(`bench-produce-consume: ${(e as Error).stack ?? e}`);
   code = 1;
 } finally {
-  if (!interrupted) await runCleanups(false);
+  if (!isInterrupted()) await runCleanups(false);
 }
-if (!interrupted) process.exit(code);
+if (!isInterrupted()) process.exit(code);
