@@ -1,0 +1,903 @@
+#!/usr/bin/env bun
+/**
+ * Transactions benchmark: Apache Kafka against bunka, on the same machine, one after the other, with the same
+ * load tool for both: scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1),
+ * compiled here with javac into .cache/bench-java/ against the jars of tests/support/apache-kafka.ts. Not a
+ * test; see docs/benchmarks.md ("Transactions").
+ *
+ *   bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S] [--producers N]
+ *                                     [--endtxn-duration S] [--ids 10000,100000] [--kafka-ids LIST]
+ *                                     [--precreate-timeout S] [--broker-warmup S] [--scenarios a,b,c]
+ *                                     [--kafka-txn-version 1|2] [--data-root DIR] [--bunka-binary PATH]
+ *
+ * Every transaction is: beginTransaction(); 10 x send() of a 1 KiB record (each to another of the topic's 16
+ * partitions); flush(); commitTransaction(). Each producer thread has its own transactional.id. Scenarios,
+ * each group on a freshly started broker with an empty data dir, warmed up first by --broker-warmup (30) s of
+ * untimed load (--producers producers + the consumer; Apache Kafka's JIT needs about a minute to reach full
+ * speed, and a cold JVM would halve its numbers):
+ *   (a) 1 producer, and one read_committed consumer of all 16 partitions, for --duration s after --warmup s:
+ *       transactions/s, EndTxn latency (the commitTransaction() call), commit-to-visible latency (from the
+ *       commitTransaction() call until the consumer's poll() returns the transaction's last record)  (broker #1)
+ *   (b) the same with --producers (16) concurrent producers                                          (broker #1)
+ *   (c) EndTxn latency of one producer (no consumer) with 17 (its own and the 16 of the warm-up), 10k and
+ *       100k transactional ids in the coordinator's store: the ids are created between the rows with
+ *       InitProducerId requests in raw frames (tests/support/wire-client.ts; FindCoordinator first),
+ *       16 connections x 16 in flight                                                                   (broker #2)
+ *
+ * Checks: the consumer must read exactly 10 records per committed transaction and the last record of every
+ * committed transaction (after the producers stop it drains for up to 15 s); any client error fails the row
+ * with the client's first error.
+ *
+ * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md) go to
+ * stdout. Brokers, tools and temp dirs are removed at the end, on an error and on Ctrl-C.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, REPO_ROOT, runKafkaTool } from "../tests/support/apache-kafka.ts";
+import { WireClient } from "../tests/support/wire-client.ts";
+import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
+import {
+  type Broker,
+  type BrokerKind,
+  BUSY_PCT,
+  capture,
+  type CpuReport,
+  ensureBunkaBinary,
+  environment,
+  fmtNum,
+  fmtRss,
+  installSignalHandlers,
+  isInterrupted,
+  label,
+  log,
+  markdownTable,
+  onCleanup,
+  ratio,
+  runCleanups,
+  sleep,
+  startBunkaBroker,
+  startKafkaBroker,
+  textTable,
+  watchCpu,
+  watchPeakRss,
+} from "./bench-support.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+interface Options {
+  only?: BrokerKind;
+  durationS: number;
+  warmupS: number;
+  producers: number;
+  endTxnDurationS: number;
+  ids: number[];
+  /** The id counts for Apache Kafka, when they differ (e.g. if 100k InitProducerIds take too long there). */
+  kafkaIds?: number[];
+  precreateTimeoutS: number;
+  /** Set Apache Kafka's finalized transaction.version (kafka-features upgrade/downgrade) after it starts. */
+  kafkaTxnVersion?: 1 | 2;
+  scenarios: Set<"a" | "b" | "c">;
+  /** Seconds of untimed load on each freshly started broker before its first row. */
+  brokerWarmupS: number;
+  dataRoot: string;
+  bunkaBinary?: string;
+}
+
+const PARTITIONS = 16;
+const RECORDS_PER_TXN = 10;
+const RECORD_SIZE = 1024;
+const TOPIC = "bench-txn";
+const ENDTXN_WARMUP_S = 5;
+const DRAIN_TIMEOUT_S = 15;
+const PRECREATE_CONNECTIONS = 16;
+const PRECREATE_IN_FLIGHT = 16;
+/** The JVM flags tests/support/apache-kafka.ts gives Apache's perf tools (full JIT, 1 GiB heap). */
+const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
+
+const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S]
+       [--producers N] [--endtxn-duration S] [--ids LIST] [--kafka-ids LIST] [--precreate-timeout S]
+       [--broker-warmup S] [--scenarios a,b,c] [--kafka-txn-version 1|2] [--data-root DIR]
+       [--bunka-binary PATH]
+
+  --only B               run one broker only (kafka or bunka)
+  --duration S           (a), (b): seconds measured (default 20)
+  --warmup S             (a), (b): seconds of transactions before the measurement (default 10; the load tool's
+                         own JVM is new for every row and needs them)
+  --producers N          (b): concurrent transactional producers (default 16)
+  --endtxn-duration S    (c): seconds measured per row, after ${ENDTXN_WARMUP_S} s of warm-up (default 10)
+  --ids LIST             (c): transactional ids in the store for the rows after the first (default 10000,100000)
+  --kafka-ids LIST       (c): the same for Apache Kafka only (default: --ids)
+  --precreate-timeout S  (c): give up creating ids after this long, per row (default 300)
+  --broker-warmup S      untimed load (--producers producers + consumer) on each freshly started broker
+                         before its first row; the (c) group's warm-up ids stay in its store (default 30)
+  --scenarios LIST       run only these of a,b,c (default a,b,c)
+  --kafka-txn-version V  set Apache Kafka's transaction.version feature to 1 or 2 after it starts (default: its
+                         own default, 2 in 4.1; bunka speaks version 1)
+  --data-root DIR        where the brokers' temporary data dirs go (default ${tmpdir()})
+  --bunka-binary PATH    run this bunka executable (default: dist/bunka-linux-x64, rebuilt when older than src/)
+`;
+
+function parseArgs(argv: string[]): Options {
+  const o: Options = { durationS: 20, warmupS: 10, producers: 16, endTxnDurationS: 10, ids: [10_000, 100_000], precreateTimeoutS: 300, scenarios: new Set(["a", "b", "c"]), brokerWarmupS: 30, dataRoot: tmpdir() };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined) die(`${flag} needs a value`);
+      return v;
+    };
+    const num = (min: number): number => {
+      const n = Number(value());
+      if (!Number.isFinite(n) || n < min) die(`${flag} must be a number >= ${min}`);
+      return n;
+    };
+    const list = (): number[] => {
+      const l = value().split(",").filter(Boolean).map(Number);
+      if (l.some((n) => !Number.isInteger(n) || n < 2)) die(`${flag} takes a comma-separated list of integers >= 2`);
+      return [...l].sort((a, b) => a - b);
+    };
+    switch (flag) {
+      case "--only": {
+        const v = value();
+        if (v !== "kafka" && v !== "bunka") die("--only takes kafka or bunka");
+        o.only = v;
+        break;
+      }
+      case "--duration":
+        o.durationS = num(1);
+        break;
+      case "--warmup":
+        o.warmupS = num(0);
+        break;
+      case "--producers":
+        o.producers = Math.round(num(2));
+        break;
+      case "--endtxn-duration":
+        o.endTxnDurationS = num(1);
+        break;
+      case "--ids":
+        o.ids = list();
+        break;
+      case "--kafka-ids":
+        o.kafkaIds = list();
+        break;
+      case "--precreate-timeout":
+        o.precreateTimeoutS = num(1);
+        break;
+      case "--broker-warmup":
+        o.brokerWarmupS = num(0);
+        break;
+      case "--scenarios": {
+        const l = value().split(",").filter(Boolean);
+        if (l.length === 0 || l.some((x) => x !== "a" && x !== "b" && x !== "c")) die("--scenarios takes a comma-separated subset of a,b,c");
+        o.scenarios = new Set(l as ("a" | "b" | "c")[]);
+        break;
+      }
+      case "--kafka-txn-version": {
+        const v = value();
+        if (v !== "1" && v !== "2") die("--kafka-txn-version takes 1 or 2");
+        o.kafkaTxnVersion = Number(v) as 1 | 2;
+        break;
+      }
+      case "--data-root":
+        o.dataRoot = value();
+        break;
+      case "--bunka-binary":
+        o.bunkaBinary = resolve(value());
+        if (!existsSync(o.bunkaBinary)) die(`--bunka-binary: ${o.bunkaBinary} does not exist`);
+        break;
+      case "-h":
+      case "--help":
+        process.stdout.write(USAGE);
+        process.exit(0);
+      default:
+        die(`unknown argument ${argv[i]}`);
+    }
+  }
+  return o;
+}
+
+function die(message: string): never {
+  process.stderr.write(`bench-transactions: ${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load tool: scripts/bench-java/TxnBench.java, compiled on first use (and when the source changes)
+
+const TOOL_SOURCE = join(REPO_ROOT, "scripts/bench-java/TxnBench.java");
+
+async function compileLoadTool(libs: string): Promise<string> {
+  const source = readFileSync(TOOL_SOURCE);
+  const hash = createHash("sha256").update(source).update(KAFKA_VERSION).digest("hex").slice(0, 12);
+  const dir = join(REPO_ROOT, ".cache", "bench-java", `txnbench-${hash}`);
+  if (existsSync(join(dir, "TxnBench.class"))) return dir;
+  const javac = javaBin().replace(/java$/, "javac");
+  const tmp = `${dir}.tmp-${process.pid}`;
+  mkdirSync(tmp, { recursive: true });
+  log(`compiling ${TOOL_SOURCE} ...`);
+  const p = Bun.spawn([javac, "-nowarn", "-cp", `${libs}/*`, "-d", tmp, TOOL_SOURCE], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(`javac failed (exit ${code}): ${(out + err).trim().slice(0, 2000)}`);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
+interface Dist {
+  n: number;
+  p50?: number;
+  p90?: number;
+  p99?: number;
+  p999?: number;
+  max?: number;
+  avg?: number;
+}
+
+interface ToolResult {
+  producers: number;
+  producersInitialized: number;
+  initMs: number;
+  windowS: number;
+  committedMeasured: number;
+  committedTotal: number;
+  aborted: number;
+  txnPerSec: number;
+  commitMs: Dist;
+  flushMs: Dist;
+  visibleMs?: Dist;
+  consumedRecords?: number;
+  consumedLastRecords?: number;
+  lateLookups?: number;
+  drainMs?: number;
+  errors: number;
+  firstError: string | null;
+}
+
+interface ToolRun {
+  code: number;
+  cpuMicros: number;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  result?: ToolResult;
+}
+
+let toolClasses = "";
+
+async function runLoadTool(args: string[], tag: string, timeoutMs: number): Promise<ToolRun> {
+  const libs = await ensureKafkaLibs();
+  const proc = Bun.spawn(
+    [javaBin(), ...LOAD_TOOL_JVM, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", `${toolClasses}:${libs}/*`, "TxnBench", ...args],
+    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+  );
+  const undo = onCleanup("TxnBench", () => {
+    proc.kill("SIGKILL");
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, timeoutMs);
+  const readStdout = (async () => {
+    let text = "";
+    let pending = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stdout) {
+      pending += decoder.decode(chunk, { stream: true });
+      const lines = pending.split("\n");
+      pending = lines.pop()!;
+      for (const line of lines) {
+        if (!line.startsWith("RESULT ")) log(`  [${tag}] ${line}`);
+        if (text.length < 1 << 20) text += `${line}\n`;
+      }
+    }
+    return text + pending;
+  })();
+  const readStderr = (async () => {
+    let text = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stderr) if (text.length < 64 * 1024) text += decoder.decode(chunk, { stream: true });
+    return text;
+  })();
+  try {
+    const [stdout, stderr, code] = await Promise.all([readStdout, readStderr, proc.exited]);
+    const cpuMicros = Number(proc.resourceUsage()?.cpuTime.total ?? 0);
+    const line = stdout.split("\n").find((l) => l.startsWith("RESULT "));
+    let result: ToolResult | undefined;
+    if (line) {
+      try {
+        result = JSON.parse(line.slice(7)) as ToolResult;
+      } catch {
+        /* reported as no result */
+      }
+    }
+    return { code: timedOut ? 124 : code, cpuMicros, timedOut, stdout, stderr, result };
+  } finally {
+    clearTimeout(timer);
+    undo();
+  }
+}
+
+/** The most telling line of the tool's stderr (the Java client logs WARN and above there). */
+function firstStderrError(run: ToolRun): string {
+  const lines = run.stderr.split("\n").map((l) => l.trim()).filter(Boolean);
+  const line =
+    lines.find((l) => /^(org\.apache|java\.|kafka\.)\S*(Exception|Error)/.test(l)) ?? lines.find((l) => /Exception|ERROR|Error/.test(l)) ?? lines.at(-1) ?? "";
+  return line.length > 300 ? `${line.slice(0, 300)}...` : line;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw frames: creating transactional ids, the broker's transaction.version
+
+const API = { FindCoordinator: 10, InitProducerId: 22, ApiVersions: 18, AddPartitionsToTxn: 24, EndTxn: 26, Produce: 0, Fetch: 1, ListOffsets: 2, Metadata: 3 } as const;
+const NEEDED: [number, string][] = [
+  [API.Metadata, "Metadata"],
+  [API.Produce, "Produce"],
+  [API.Fetch, "Fetch"],
+  [API.ListOffsets, "ListOffsets"],
+  [API.FindCoordinator, "FindCoordinator"],
+  [API.InitProducerId, "InitProducerId"],
+  [API.AddPartitionsToTxn, "AddPartitionsToTxn"],
+  [API.EndTxn, "EndTxn"],
+];
+const errName = (code: number) => errorInfoByCode.get(code)?.name ?? `error ${code}`;
+const RETRIABLE = new Set<number>([
+  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+  ErrorCode.COORDINATOR_NOT_AVAILABLE,
+  ErrorCode.NOT_COORDINATOR,
+  ErrorCode.CONCURRENT_TRANSACTIONS,
+]);
+
+async function connect(broker: Broker, clientId: string): Promise<WireClient> {
+  const c = await WireClient.connect(broker.port, broker.host, clientId);
+  const undo = onCleanup(`connection ${clientId}`, () => c.close());
+  void c.closed.then(undo);
+  return c;
+}
+
+/** What transaction.version the broker finalizes (ApiVersions v3): the Java client uses EndTxn v5 (KIP-890) at 2. */
+async function transactionVersion(broker: Broker): Promise<string> {
+  const c = await connect(broker, "bench-txn-features");
+  try {
+    const res = await c.request(API.ApiVersions, 3, { clientSoftwareName: "bunka-bench", clientSoftwareVersion: "1" });
+    const f = (res.finalizedFeatures as { name: string; maxVersionLevel: number }[]).find((x) => x.name === "transaction.version");
+    return f ? `transaction.version=${f.maxVersionLevel}` : "transaction.version not advertised (version 1)";
+  } finally {
+    c.close();
+  }
+}
+
+/** kafka-features upgrade/downgrade --feature transaction.version=V, then waits until ApiVersions shows it. */
+async function setKafkaTxnVersion(broker: Broker, version: 1 | 2): Promise<string> {
+  const current = await transactionVersion(broker);
+  if (current === `transaction.version=${version}`) return current;
+  const libs = await ensureKafkaLibs();
+  const verb = version === 1 ? "downgrade" : "upgrade";
+  const p = Bun.spawn(
+    [javaBin(), "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx512m", `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", `${libs}/*`,
+      "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", broker.bootstrap, verb, "--feature", `transaction.version=${version}`],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`kafka-features ${verb} failed (exit ${code}): ${(out + err).trim().slice(0, 400)}`);
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const now = await transactionVersion(broker);
+    if (now === `transaction.version=${version}`) return now;
+    if (Date.now() > deadline) throw new Error(`kafka-features ${verb}: still ${now} after 15 s`);
+    await sleep(200);
+  }
+}
+
+interface Precreate {
+  created: number;
+  ms: number;
+  retries: number;
+  /** error name -> how often it was retried */
+  retried: Map<string, number>;
+  error?: string;
+}
+
+/**
+ * InitProducerId for every id in [from, to) (ids "bench-store-<i>"), over PRECREATE_CONNECTIONS connections
+ * with PRECREATE_IN_FLIGHT requests in flight each; retriable coordinator errors are retried after 20 ms.
+ */
+async function precreateIds(broker: Broker, from: number, to: number, timeoutMs: number): Promise<Precreate> {
+  const t0 = performance.now();
+  const deadline = Date.now() + timeoutMs;
+  const initVersion = Math.min(4, broker.apis.get(API.InitProducerId) ?? 0);
+  const fcVersion = Math.min(4, broker.apis.get(API.FindCoordinator) ?? 0);
+  const clients = await Promise.all(Array.from({ length: PRECREATE_CONNECTIONS }, (_, i) => connect(broker, `bench-txn-ids-${i}`)));
+  let next = from;
+  let created = 0;
+  let retries = 0;
+  const retried = new Map<string, number>();
+  let error: string | undefined;
+  try {
+    // The coordinator first (Apache creates and loads __transaction_state on the first FindCoordinator).
+    for (;;) {
+      const key = `bench-store-${from}`;
+      const res = await clients[0]!.request(API.FindCoordinator, fcVersion, fcVersion >= 4 ? { keyType: 1, coordinatorKeys: [key] } : { key, keyType: 1 });
+      const code = fcVersion >= 4 ? res.coordinators[0].errorCode : res.errorCode;
+      if (code === ErrorCode.NONE) break;
+      if (!RETRIABLE.has(code) || Date.now() > deadline) throw new Error(`FindCoordinator: ${errName(code)}`);
+      await sleep(100);
+    }
+    const worker = async (c: WireClient) => {
+      while (error === undefined && next < to) {
+        const i = next++;
+        for (;;) {
+          if (Date.now() > deadline) {
+            error ??= `stopped after ${(timeoutMs / 1000).toFixed(0)} s (--precreate-timeout)`;
+            return;
+          }
+          const res = await c.request(API.InitProducerId, initVersion, {
+            transactionalId: `bench-store-${i}`,
+            transactionTimeoutMs: 60_000,
+            producerId: -1,
+            producerEpoch: -1,
+          });
+          if (res.errorCode === ErrorCode.NONE) break;
+          if (!RETRIABLE.has(res.errorCode)) {
+            error ??= `InitProducerId bench-store-${i}: ${errName(res.errorCode)}`;
+            return;
+          }
+          retries++;
+          retried.set(errName(res.errorCode), (retried.get(errName(res.errorCode)) ?? 0) + 1);
+          await sleep(20);
+        }
+        created++;
+      }
+    };
+    await Promise.all(clients.flatMap((c) => Array.from({ length: PRECREATE_IN_FLIGHT }, () => worker(c))));
+  } catch (e) {
+    error ??= (e as Error).message;
+  } finally {
+    for (const c of clients) c.close();
+  }
+  return { created, ms: performance.now() - t0, retries, retried, error };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+type ScenarioId = "a" | "b" | `c${number}`;
+interface Scenario {
+  id: ScenarioId;
+  title: string;
+  producers: number;
+  consumer: boolean;
+  /** (c): transactional ids the store holds during the row, the measuring producer's own included. */
+  ids?: number;
+  /** Overrides for the broker warm-up pseudo-row. */
+  warmupS?: number;
+  durationS?: number;
+  idPrefix?: string;
+}
+
+interface Ok {
+  ok: true;
+  r: ToolResult;
+  peakRssKb?: number;
+  cpu: CpuReport;
+  precreate?: Precreate;
+}
+interface Failed {
+  ok: false;
+  error: string;
+  peakRssKb?: number;
+}
+type Outcome = Ok | Failed;
+
+const kIds = (n: number) => (n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : fmtNum(n));
+
+function scenariosFor(opts: Options, ids: number[]): { groups: Scenario[][] } {
+  const a: Scenario = { id: "a", title: "(a) 1 producer + read_committed consumer", producers: 1, consumer: true };
+  const b: Scenario = { id: "b", title: `(b) ${opts.producers} producers + read_committed consumer`, producers: opts.producers, consumer: true };
+  // The broker warm-up of the (c) group leaves its producers' ids (bench-store-0 ..) in the store.
+  const first = 1 + (opts.brokerWarmupS > 0 ? opts.producers : 0);
+  const c: Scenario[] = [first, ...ids.filter((n) => n > first)].map((n, i) => ({
+    id: `c${i}` as ScenarioId,
+    title: `(c) 1 producer, ${kIds(n)} transactional id${n === 1 ? "" : "s"} in the store`,
+    producers: 1,
+    consumer: false,
+    ids: n,
+  }));
+  const groups = [[a, b].filter((x) => opts.scenarios.has(x.id as "a" | "b")), opts.scenarios.has("c") ? c : []];
+  return { groups: groups.filter((g) => g.length > 0) };
+}
+
+async function createTopic(broker: Broker): Promise<void> {
+  const r = await runKafkaTool(
+    "kafka-topics",
+    ["--bootstrap-server", broker.bootstrap, "--create", "--topic", TOPIC, "--partitions", String(PARTITIONS), "--replication-factor", "1"],
+    { timeoutMs: 60_000 },
+  );
+  if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
+}
+
+async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }): Promise<Outcome> {
+  const watch = watchPeakRss(broker.pid);
+  const cpu = watchCpu(broker.pid);
+  let precreate: Precreate | undefined;
+  if (s.ids !== undefined && s.ids > idsInStore.n) {
+    // The measuring producer's id is one of the store's ids: create the others.
+    log(`  creating transactional ids ${idsInStore.n} .. ${s.ids - 1} (InitProducerId, raw frames) ...`);
+    precreate = await precreateIds(broker, idsInStore.n - 1, s.ids - 1, opts.precreateTimeoutS * 1000);
+    idsInStore.n += precreate.created;
+    const rate = precreate.created / (precreate.ms / 1000);
+    const retried = [...precreate.retried].map(([name, n]) => `${n} ${name}`).join(", ");
+    log(`  created ${fmtNum(precreate.created)} ids in ${(precreate.ms / 1000).toFixed(1)} s (${fmtNum(rate)}/s, ${precreate.retries} retries${retried ? `: ${retried}` : ""})`);
+    if (precreate.error) return { ok: false, error: `creating ids: ${precreate.error} (${fmtNum(idsInStore.n)} of ${fmtNum(s.ids)} in the store)`, peakRssKb: watch.stop() };
+  }
+  const consumer = s.consumer;
+  const warmupS = s.warmupS ?? (s.ids === undefined ? opts.warmupS : ENDTXN_WARMUP_S);
+  const durationS = s.durationS ?? (s.ids === undefined ? opts.durationS : opts.endTxnDurationS);
+  const args = [
+    "--bootstrap", broker.bootstrap,
+    "--topic", TOPIC,
+    "--partitions", String(PARTITIONS),
+    "--producers", String(s.producers),
+    "--duration", String(durationS),
+    "--warmup", String(warmupS),
+    "--records-per-txn", String(RECORDS_PER_TXN),
+    "--record-size", String(RECORD_SIZE),
+    "--id-prefix", s.idPrefix ?? (s.ids === undefined ? `bench-txn-${s.id}` : "bench-endtxn"),
+    "--drain-timeout", String(DRAIN_TIMEOUT_S),
+    ...(consumer ? ["--consumer"] : []),
+  ];
+  const timeoutMs = (warmupS + durationS + DRAIN_TIMEOUT_S + 90) * 1000;
+  const run = await runLoadTool(args, `${broker.kind} ${s.id}`, timeoutMs);
+  const peakRssKb = watch.stop();
+  const cpuReport = cpu.stop(run.cpuMicros);
+  const r = run.result;
+  const stderrHint = () => {
+    const e = firstStderrError(run);
+    return e ? `; client log: ${e}` : "";
+  };
+  if (run.timedOut) return { ok: false, error: `the load tool timed out after ${timeoutMs / 1000} s${stderrHint()}`, peakRssKb };
+  if (!r) return { ok: false, error: `the load tool printed no result (exit ${run.code})${stderrHint()}`, peakRssKb };
+  if (r.errors > 0 || r.producersInitialized < r.producers) {
+    return { ok: false, error: `client error (${r.errors} thread(s) failed, ${r.committedTotal} transactions committed before): ${r.firstError}${stderrHint()}`, peakRssKb };
+  }
+  if (r.committedMeasured === 0) return { ok: false, error: `no transaction committed in the measured window${stderrHint()}`, peakRssKb };
+  if (consumer) {
+    const expected = r.committedTotal * RECORDS_PER_TXN;
+    if (r.consumedLastRecords !== r.committedTotal || r.consumedRecords !== expected) {
+      return {
+        ok: false,
+        error:
+          `read_committed check failed: ${r.committedTotal} transactions committed (${expected} records), the consumer read ` +
+          `${r.consumedRecords} records and the last record of ${r.consumedLastRecords} transactions (drained ${r.drainMs} ms)`,
+        peakRssKb,
+      };
+    }
+  }
+  return { ok: true, r, peakRssKb, cpu: cpuReport, precreate };
+}
+
+async function runBroker(kind: BrokerKind, opts: Options, bunkaBinary: string | Error | undefined): Promise<{ results: Map<ScenarioId, Outcome>; scenarios: Scenario[]; txnVersion?: string }> {
+  const ids = kind === "kafka" ? (opts.kafkaIds ?? opts.ids) : opts.ids;
+  const { groups } = scenariosFor(opts, ids);
+  const results = new Map<ScenarioId, Outcome>();
+  let txnVersion: string | undefined;
+  for (const group of groups) {
+    if (isInterrupted()) break;
+    if (bunkaBinary instanceof Error && kind === "bunka") {
+      for (const s of group) results.set(s.id, { ok: false, error: bunkaBinary.message });
+      continue;
+    }
+    log(`\n== ${kind}: starting a fresh broker for ${group.map((s) => `(${s.id})`).join(" ")}`);
+    let broker: Broker;
+    try {
+      broker = kind === "kafka" ? await startKafkaBroker(opts.dataRoot) : await startBunkaBroker(bunkaBinary as string, opts.dataRoot);
+    } catch (e) {
+      const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
+      log(`${kind}: ${error}`);
+      for (const s of group) results.set(s.id, { ok: false, error });
+      continue;
+    }
+    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
+    try {
+      const missing = NEEDED.filter(([k]) => !broker.apis.has(k)).map(([k, n]) => `${n}(${k})`);
+      if (missing.length > 0) {
+        for (const s of group) results.set(s.id, { ok: false, error: `not supported (ApiVersions lacks ${missing.join(", ")})` });
+        continue;
+      }
+      if (kind === "kafka" && opts.kafkaTxnVersion !== undefined) {
+        try {
+          txnVersion = `${await setKafkaTxnVersion(broker, opts.kafkaTxnVersion)} (--kafka-txn-version)`;
+        } catch (e) {
+          for (const s of group) results.set(s.id, { ok: false, error: (e as Error).message });
+          continue;
+        }
+      }
+      txnVersion ??= await transactionVersion(broker).catch((e: Error) => `transaction.version unknown (${e.message})`);
+      try {
+        await createTopic(broker);
+      } catch (e) {
+        for (const s of group) results.set(s.id, { ok: false, error: (e as Error).message });
+        continue;
+      }
+      const isC = group[0]!.ids !== undefined;
+      if (opts.brokerWarmupS > 0) {
+        // Untimed load first, so that the JIT of the broker (Apache Kafka's JVM takes a minute to reach full
+        // speed; bunka's JavaScriptCore a few seconds) is warm for every row. The (c) group's warm-up ids are
+        // the first of the ids created later (bench-store-0 ..), so they count as part of its store.
+        const w: Scenario = {
+          id: "w" as ScenarioId,
+          title: "broker warm-up",
+          producers: opts.producers,
+          consumer: true,
+          warmupS: 0,
+          durationS: opts.brokerWarmupS,
+          idPrefix: isC ? "bench-store" : "bench-txn-b",
+        };
+        log(`-- ${kind} broker warm-up: ${opts.producers} producers + read_committed consumer for ${opts.brokerWarmupS} s (not measured)`);
+        const warm = await runScenario(broker, w, opts, { n: 0 }).catch((e: Error) => ({ ok: false as const, error: e.message }));
+        if (!warm.ok) {
+          const error = `broker warm-up failed: ${warm.error}${broker.alive() ? "" : ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`}`;
+          log(`${kind}: ${error}`);
+          for (const s of group) results.set(s.id, { ok: false, error });
+          continue;
+        }
+        log(`${kind} warm-up: ${fmtNum(warm.r.txnPerSec)} txn/s; the consumer read all ${fmtNum(warm.r.consumedRecords ?? 0)} committed records`);
+      }
+      const idsInStore = { n: isC && opts.brokerWarmupS > 0 ? 1 + opts.producers : 1 };
+      for (const s of group) {
+        if (isInterrupted()) break;
+        log(`-- ${kind} ${s.title}`);
+        const started = Date.now();
+        let outcome: Outcome;
+        try {
+          outcome = await runScenario(broker, s, opts, idsInStore);
+        } catch (e) {
+          outcome = { ok: false, error: (e as Error).message };
+        }
+        if (isInterrupted()) break;
+        if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
+        results.set(s.id, outcome);
+        log(
+          outcome.ok
+            ? `${kind} ${s.id}: ${fmtNum(outcome.r.txnPerSec)} txn/s, EndTxn p50/p99 ${fmtMs(outcome.r.commitMs.p50)} / ${fmtMs(outcome.r.commitMs.p99)} ms` +
+                (outcome.r.visibleMs ? `, visible p50/p99 ${fmtMs(outcome.r.visibleMs.p50)} / ${fmtMs(outcome.r.visibleMs.p99)} ms` : "") +
+                `, peak RSS ${fmtRss(outcome.peakRssKb)} (${((Date.now() - started) / 1000).toFixed(1)} s)`
+            : `${kind} ${s.id}: ${outcome.error}`,
+        );
+        // (c) rows build on each other: stop at the first that could not create its ids.
+        if (!outcome.ok && s.ids !== undefined && idsInStore.n < s.ids) {
+          for (const rest of group.slice(group.indexOf(s) + 1)) results.set(rest.id, { ok: false, error: `not run: (${s.id}) could not create its ids` });
+          break;
+        }
+      }
+    } finally {
+      log(`${kind}: stopping the broker`);
+      await broker.stop();
+    }
+  }
+  return { results, scenarios: groups.flat(), txnVersion };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+function fmtMs(ms: number | undefined): string {
+  if (ms === undefined) return "?";
+  if (ms < 10) return ms.toFixed(2);
+  if (ms < 100) return ms.toFixed(1);
+  return ms.toFixed(0);
+}
+
+const busy = (o: Outcome | undefined) => (o?.ok && o.cpu.otherPct >= BUSY_PCT ? " *" : "");
+
+function cells(o: Outcome | undefined) {
+  if (!o) return { tps: "—", commit: "—", visible: "—", rss: "—" };
+  if (!o.ok) return { tps: "error", commit: "—", visible: "—", rss: o.peakRssKb === undefined ? "—" : fmtRss(o.peakRssKb) };
+  const v = o.r.visibleMs;
+  return {
+    tps: fmtNum(o.r.txnPerSec) + busy(o),
+    commit: `${fmtMs(o.r.commitMs.p50)} / ${fmtMs(o.r.commitMs.p99)}`,
+    visible: v ? `${fmtMs(v.p50)} / ${fmtMs(v.p99)}` : "n/a",
+    rss: fmtRss(o.peakRssKb),
+  };
+}
+
+/** (c) rows are matched by position: the first is 1 id, then the --ids / --kafka-ids lists. */
+function rowTitle(sk: Scenario | undefined, sb: Scenario | undefined): string {
+  if (sk && sb && sk.ids !== undefined && sb.ids !== undefined && sk.ids !== sb.ids) {
+    return `(c) 1 producer, ${kIds(sb.ids)} ids in the store (Kafka: ${kIds(sk.ids)})`;
+  }
+  return (sb ?? sk)!.title;
+}
+
+function buildRows(
+  kinds: BrokerKind[],
+  runs: Record<BrokerKind, { results: Map<ScenarioId, Outcome>; scenarios: Scenario[] }>,
+): { header: string[]; rows: string[][] } {
+  const both = kinds.length === 2;
+  const header = both
+    ? ["scenario", "Kafka txn/s", "bunka txn/s", "ratio", "Kafka EndTxn p50/p99 ms", "bunka EndTxn p50/p99 ms", "p99 ratio", "Kafka visible p50/p99 ms", "bunka visible p50/p99 ms", "Kafka peak RSS", "bunka peak RSS"]
+    : ["scenario", `${label(kinds[0]!)} txn/s`, `${label(kinds[0]!)} EndTxn p50/p99 ms`, `${label(kinds[0]!)} visible p50/p99 ms`, `${label(kinds[0]!)} peak RSS`];
+  const rows: string[][] = [];
+  const ids = new Set<ScenarioId>();
+  for (const k of kinds) for (const s of runs[k].scenarios) ids.add(s.id);
+  for (const id of ids) {
+    const sk = runs.kafka.scenarios.find((s) => s.id === id);
+    const sb = runs.bunka.scenarios.find((s) => s.id === id);
+    if (both) {
+      const k = runs.kafka.results.get(id);
+      const b = runs.bunka.results.get(id);
+      const kc = cells(k);
+      const bc = cells(b);
+      rows.push([
+        rowTitle(sk, sb),
+        kc.tps,
+        bc.tps,
+        ratio(b?.ok ? b.r.txnPerSec : undefined, k?.ok ? k.r.txnPerSec : undefined),
+        kc.commit,
+        bc.commit,
+        ratio(b?.ok ? b.r.commitMs.p99 : undefined, k?.ok ? k.r.commitMs.p99 : undefined),
+        kc.visible,
+        bc.visible,
+        kc.rss,
+        bc.rss,
+      ]);
+    } else {
+      const c = cells(runs[kinds[0]!].results.get(id));
+      rows.push([(sb ?? sk)!.title, c.tps, c.commit, c.visible, c.rss]);
+    }
+  }
+  return { header, rows };
+}
+
+function detailOf(kind: BrokerKind, s: Scenario, o: Ok): string {
+  const r = o.r;
+  const parts: string[] = [];
+  parts.push(`${fmtNum(r.committedMeasured)} transactions in ${r.windowS.toFixed(1)} s (${fmtNum(r.committedTotal)} with the warm-up)`);
+  parts.push(`EndTxn p90 ${fmtMs(r.commitMs.p90)}, p99.9 ${fmtMs(r.commitMs.p999)}, max ${fmtMs(r.commitMs.max)} ms`);
+  parts.push(`flush (the 10 records' Produce) p50/p99 ${fmtMs(r.flushMs.p50)} / ${fmtMs(r.flushMs.p99)} ms`);
+  if (r.visibleMs) {
+    parts.push(`visible p90 ${fmtMs(r.visibleMs.p90)}, max ${fmtMs(r.visibleMs.max)} ms; the consumer read all ${fmtNum(r.consumedRecords ?? 0)} committed records`);
+  }
+  parts.push(`initTransactions ${fmtMs(r.initMs)} ms`);
+  if (o.precreate) {
+    const retried = [...o.precreate.retried].map(([name, n]) => `${fmtNum(n)} ${name}`).join(", ");
+    parts.push(
+      `${fmtNum(o.precreate.created)} ids created first in ${(o.precreate.ms / 1000).toFixed(1)} s ` +
+        `(${fmtNum(o.precreate.created / (o.precreate.ms / 1000))} InitProducerId/s${retried ? `; retried: ${retried}` : ""})`,
+    );
+  }
+  const warn = o.cpu.otherPct >= BUSY_PCT ? ` — WARNING: other processes used ${o.cpu.otherPct.toFixed(0)}% of the machine, numbers are skewed` : "";
+  parts.push(`CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s${o.precreate ? `, id creation (this script) ${o.cpu.selfS.toFixed(1)} s` : ""}, other processes ${o.cpu.otherPct.toFixed(0)}% of the machine${warn}`);
+  return `${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${kind}: ${parts.join("; ")}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<number> {
+  const opts = parseArgs(process.argv.slice(2));
+  installSignalHandlers();
+  const t0 = Date.now();
+  const load0 = loadavg();
+  const kinds: BrokerKind[] = opts.only ? [opts.only] : ["kafka", "bunka"];
+  const libs = await ensureKafkaLibs();
+  toolClasses = await compileLoadTool(libs);
+  const javacVersion = (await capture([javaBin().replace(/java$/, "javac"), "-version"])).trim();
+  const env = await environment(opts.dataRoot);
+
+  let bunkaBinary: string | Error | undefined;
+  if (kinds.includes("bunka")) {
+    try {
+      bunkaBinary = opts.bunkaBinary ?? (await ensureBunkaBinary());
+    } catch (e) {
+      bunkaBinary = e as Error;
+    }
+  }
+
+  type Run = Awaited<ReturnType<typeof runBroker>>;
+  const none = (): Run => ({ results: new Map(), scenarios: [], txnVersion: undefined });
+  const runs: Record<BrokerKind, Run> = { kafka: none(), bunka: none() };
+  for (const kind of kinds) {
+    if (isInterrupted()) break;
+    runs[kind] = await runBroker(kind, opts, bunkaBinary);
+  }
+  if (isInterrupted()) return 130;
+  const elapsedS = Math.round((Date.now() - t0) / 1000);
+  const load1 = loadavg();
+
+  const { header, rows } = buildRows(kinds, runs);
+  const versions = kinds.map((k) => `${label(k)}: ${runs[k].txnVersion ?? "?"}`).join(", ");
+  const firstIds = 1 + (opts.brokerWarmupS > 0 ? opts.producers : 0);
+  const kafkaIds = opts.kafkaIds && kinds.includes("kafka") ? ` (Apache Kafka: ${opts.kafkaIds.map(kIds).join(", ")})` : "";
+  const meta = [
+    `date: ${env.date} (whole run ${elapsedS} s; load average ${load0.map((l) => l.toFixed(2)).join(" ")} at the start, ${load1.map((l) => l.toFixed(2)).join(" ")} at the end)`,
+    `machine: ${env.machine}`,
+    `brokers: ${env.kafka}; ${env.bunka}${opts.bunkaBinary ? ` (--bunka-binary ${opts.bunkaBinary})` : ""}; ${env.runtime}`,
+    `load: scripts/bench-java/TxnBench.java on the Apache Kafka ${KAFKA_VERSION} Java client (${javacVersion}, ${LOAD_TOOL_JVM.join(" ")}, on the same machine); ` +
+      `flags: --broker-warmup ${opts.brokerWarmupS} --duration ${opts.durationS} --warmup ${opts.warmupS} --producers ${opts.producers} --endtxn-duration ${opts.endTxnDurationS} ` +
+      `--ids ${opts.ids.join(",")}${opts.kafkaIds ? ` --kafka-ids ${opts.kafkaIds.join(",")}` : ""}` +
+      `${opts.kafkaTxnVersion ? ` --kafka-txn-version ${opts.kafkaTxnVersion}` : ""}` +
+      `${opts.scenarios.size < 3 ? ` --scenarios ${[...opts.scenarios].sort().join(",")}` : ""}`,
+    `transaction: beginTransaction, ${RECORDS_PER_TXN} x send(${RECORD_SIZE} B) each to another of ${PARTITIONS} partitions, flush, commitTransaction; ` +
+      "one transactional.id per producer thread; Java producer defaults otherwise (acks=all, idempotence, linger.ms=5, max.in.flight=5)",
+    `transaction protocol: ${versions} (at 2 the Java client sends no AddPartitionsToTxn, the broker adds partitions on Produce, EndTxn v5 bumps the epoch)`,
+    "EndTxn = the commitTransaction() call (after flush(), so it is the EndTxn round trip); visible = from that call until a " +
+      "read_committed consumer (same JVM, all partitions assigned) polls the transaction's last record; txn/s counts commits inside the measured window",
+    `(c): ${ENDTXN_WARMUP_S} s warm-up + ${opts.endTxnDurationS} s per row, no consumer; the ids are created between rows with raw InitProducerId ` +
+      `frames (${PRECREATE_CONNECTIONS} connections x ${PRECREATE_IN_FLIGHT} in flight), ${[firstIds, ...opts.ids].map(kIds).join(" / ")} ids in the store` +
+      `${kafkaIds}${opts.brokerWarmupS > 0 ? ` (the first: the measuring producer's id and the ${opts.producers} of the warm-up)` : ""}`,
+    opts.brokerWarmupS > 0
+      ? `warm-up: each freshly started broker first gets ${opts.brokerWarmupS} s of untimed load (${opts.producers} producers + the consumer), ` +
+        "so that the brokers' JIT is warm (Apache Kafka's JVM needs about a minute to reach full speed)"
+      : "no broker warm-up (--broker-warmup 0): Apache Kafka's first rows run on a cold JVM",
+    "durability: bunka answers EndTxn after the decision, the markers and the completion are fsynced; Apache Kafka answers once PrepareCommit " +
+      "is appended to __transaction_state (no fsync with its default flush settings; markers are written after the answer)",
+    "peak RSS = the broker process's VmHWM / max VmRSS during the row (the JVM for Apache Kafka; for (c), id creation included)",
+  ];
+  const errors: string[] = [];
+  const details: string[] = [];
+  for (const kind of kinds) {
+    for (const s of runs[kind].scenarios) {
+      const o = runs[kind].results.get(s.id);
+      if (!o) continue;
+      if (!o.ok) errors.push(`${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${kind}: ${o.error}`);
+      else details.push(detailOf(kind, s, o));
+    }
+  }
+  const all = [...runs.kafka.results.values(), ...runs.bunka.results.values()];
+  if (all.some((o) => o.ok && o.cpu.otherPct >= BUSY_PCT)) {
+    meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that row: the number is skewed, run again on a quiet machine`);
+  }
+  if (kinds.length === 2) {
+    const get = (k: BrokerKind, id: ScenarioId) => {
+      const o = runs[k].results.get(id);
+      return o?.ok ? o.r : undefined;
+    };
+    const targets: string[] = [];
+    for (const id of ["a", "b"] as ScenarioId[]) {
+      const k = get("kafka", id);
+      const b = get("bunka", id);
+      if (k && b) {
+        const r = b.txnPerSec / k.txnPerSec;
+        targets.push(`(${id}) txn/s ${r.toFixed(2)}x ${r >= 2 ? "≥" : "<"} 2x; EndTxn p99 ${fmtMs(b.commitMs.p99)} vs ${fmtMs(k.commitMs.p99)} ms ${b.commitMs.p99! < k.commitMs.p99! ? "below" : "NOT below"}`);
+      }
+    }
+    if (targets.length) meta.push(`target (issue 6): bunka ≥ 2x Apache Kafka's txn/s and EndTxn p99 below Kafka's — ${targets.join("; ")}`);
+  }
+  const text = textTable(header, rows);
+  const out: string[] = ["", "Transactions benchmark: Apache Kafka vs bunka", "", ...meta, "", text];
+  if (errors.length) out.push("", ...errors);
+  out.push("", ...details);
+  out.push(
+    "",
+    "---- markdown (for docs/benchmarks.md) ----",
+    "",
+    `### ${env.date.slice(0, 10)}${kinds.length === 1 ? ` (${label(kinds[0]!)} only)` : ""}`,
+    "",
+    ...meta.map((m) => `- ${m}`),
+    "",
+    markdownTable(header, rows),
+  );
+  if (errors.length || details.length) out.push("", ...errors.map((e) => `- ${e}`), ...details.map((d) => `- ${d}`));
+  process.stdout.write(`${out.join("\n")}\n`);
+  return errors.length > 0 ? 1 : 0;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (e) {
+  log(`bench-transactions: ${(e as Error).stack ?? e}`);
+  code = 1;
+} finally {
+  if (!isInterrupted()) await runCleanups(false);
+}
+if (!isInterrupted()) process.exit(code);
