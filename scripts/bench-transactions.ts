@@ -820,7 +820,7 @@ async function main(): Promise<number> {
   const meta = [
     `date: ${env.date} (whole run ${elapsedS} s; load average ${load0.map((l) => l.toFixed(2)).join(" ")} at the start, ${load1.map((l) => l.toFixed(2)).join(" ")} at the end)`,
     `machine: ${env.machine}`,
-    `brokers: ${env.kafka}; ${env.bunka}${opts.bunkaBinary ? ` (--bunka-binary ${opts.bunkaBinary})` : ""}; ${env.runtime}`,
+    `brokers: ${env.kafka}; ${opts.bunkaBinary ? env.bunka.replace(/\(dist\/bunka-linux-x64\), commit/, `(--bunka-binary ${opts.bunkaBinary}; the work tree is at commit`).replace(/$/, ")") : env.bunka}; ${env.runtime}`,
     `load: scripts/bench-java/TxnBench.java on the Apache Kafka ${KAFKA_VERSION} Java client (${javacVersion}, ${LOAD_TOOL_JVM.join(" ")}, on the same machine); ` +
       `flags: --broker-warmup ${opts.brokerWarmupS} --duration ${opts.durationS} --warmup ${opts.warmupS} --producers ${opts.producers} --endtxn-duration ${opts.endTxnDurationS} ` +
       `--ids ${opts.ids.join(",")}${opts.kafkaIds ? ` --kafka-ids ${opts.kafkaIds.join(",")}` : ""}` +
