@@ -54,19 +54,7 @@ export class OffsetIndex {
 
   /** The last entry whose relative offset is <= `relOffset`, or -1 when every entry is above it. */
   floor(relOffset: number): number {
-    let lo = 0;
-    let hi = this.length - 1;
-    let found = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.relOffsetAt(mid) <= relOffset) {
-        found = mid;
-        lo = mid + 1;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return found;
+    return floorEntry(this.length, (i) => this.relOffsetAt(i), relOffset);
   }
 
   encode(): Uint8Array {
@@ -149,19 +137,7 @@ export class TimeIndex {
 
   /** The last entry whose timestamp is <= `timestampMs`, or -1. */
   floor(timestampMs: number): number {
-    let lo = 0;
-    let hi = this.length - 1;
-    let found = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.timestampAt(mid) <= timestampMs) {
-        found = mid;
-        lo = mid + 1;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return found;
+    return floorEntry(this.length, (i) => this.timestampAt(i), timestampMs);
   }
 
   encode(): Uint8Array {
@@ -198,4 +174,21 @@ export class TimeIndex {
     index.length = count;
     return index;
   }
+}
+
+/** Binary search over ascending keys: the last entry in [0, length) whose key is <= `key`, or -1. */
+function floorEntry(length: number, keyAt: (i: number) => number, key: number): number {
+  let lo = 0;
+  let hi = length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    if (keyAt(mid) <= key) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return found;
 }
