@@ -77,6 +77,15 @@ export function cleanEnv(extra: Record<string, string> = {}): Record<string, str
   return { ...env, ...extra };
 }
 
+function withChanges(env: Record<string, string>, changes: Record<string, string | undefined> = {}): Record<string, string> {
+  const out = { ...env };
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === undefined) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Processes
 
@@ -106,6 +115,8 @@ export interface BunkaStartOptions {
   host?: string;
   /** Extra `serve` flags. */
   args?: string[];
+  /** Environment changes on top of cleanEnv(): a value sets the variable, undefined removes it. */
+  env?: Record<string, string | undefined>;
   /** How long to wait for the start-up line (recovery included). Default 60 s. */
   startTimeoutMs?: number;
   /** How long to keep retrying a bind that fails. Default 15 s. */
@@ -200,7 +211,7 @@ function spawnBunka(opts: BunkaStartOptions, host: string, port: number): Spawne
   try {
     proc = Bun.spawn(
       [opts.binary, "serve", "--listen", `${host}:${port}`, "--http", `${host}:0`, "--data-dir", opts.dataDir, ...(opts.args ?? [])],
-      { stdin: "ignore", stdout: "pipe", stderr: logFd, env: cleanEnv() },
+      { stdin: "ignore", stdout: "pipe", stderr: logFd, env: withChanges(cleanEnv(), opts.env) },
     );
   } finally {
     closeSync(logFd);
