@@ -11,6 +11,8 @@
  *   (a) produce, acks=all, 1 KiB records, 1 partition             (broker #1)
  *   (b) produce, acks=all, 1 KiB records, 16 partitions           (broker #2)
  *   (c) consume everything (b) produced, one consumer in a group  (broker #2, after (b))
+ *   (d), (e) bunka only, when the producer is idempotent: (a) and (b) again with enable.idempotence=false
+ *       (brokers #3, #4), for the cost of idempotence in the same run (issue 5's <= 5% target)
  *
  * The producer runs with the Java producer's defaults (4.1: acks=all, enable.idempotence=true,
  * linger.ms=5, batch.size=16384, max.in.flight=5, no compression) and --throughput -1. Idempotence needs
@@ -222,21 +224,27 @@ function firstError(run: ToolRun): string {
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
-type ScenarioId = "a" | "b" | "c";
+type ScenarioId = "a" | "b" | "c" | "d" | "e";
 interface Scenario {
   id: ScenarioId;
   title: string;
   kind: "produce" | "consume";
   topic: string;
   partitions: number;
+  /** A bunka-only rerun of this idempotent scenario with enable.idempotence=false. */
+  withoutIdempotenceOf?: ScenarioId;
 }
 const SCENARIOS: Record<ScenarioId, Scenario> = {
   a: { id: "a", title: "(a) produce acks=all 1 KiB, 1 partition", kind: "produce", topic: "bench-p1", partitions: 1 },
   b: { id: "b", title: `(b) produce acks=all 1 KiB, ${PARTITIONS_B} partitions`, kind: "produce", topic: "bench-p16", partitions: PARTITIONS_B },
   c: { id: "c", title: `(c) consume (b), ${PARTITIONS_B} partitions`, kind: "consume", topic: "bench-p16", partitions: PARTITIONS_B },
+  d: { id: "d", title: "(d) = (a), enable.idempotence=false", kind: "produce", topic: "bench-p1", partitions: 1, withoutIdempotenceOf: "a" },
+  e: { id: "e", title: "(e) = (b), enable.idempotence=false", kind: "produce", topic: "bench-p16", partitions: PARTITIONS_B, withoutIdempotenceOf: "b" },
 };
 /** Each group runs on a freshly started broker with an empty data dir. */
 const GROUPS: ScenarioId[][] = [["a"], ["b", "c"]];
+/** bunka's extra groups when the producer is idempotent: the same produce rows without idempotence. */
+const OVERHEAD_GROUPS: ScenarioId[][] = [["d"], ["e"]];
 
 interface Ok {
   ok: true;
@@ -272,8 +280,9 @@ async function createTopic(broker: Broker, s: Scenario): Promise<void> {
   if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${firstError({ ...r, cpuMicros: 0, timedOut: r.code === 124 })}`);
 }
 
-async function runScenario(broker: Broker, s: Scenario, opts: Options, idempotent: boolean, produced: Map<ScenarioId, number>): Promise<Outcome> {
+async function runScenario(broker: Broker, s: Scenario, opts: Options, idempotentDefault: boolean, produced: Map<ScenarioId, number>): Promise<Outcome> {
   const label = `${broker.kind} ${s.id}`;
+  const idempotent = s.withoutIdempotenceOf === undefined && idempotentDefault;
   const needed = s.kind === "produce" ? [3, 19, 0, ...(idempotent ? [22] : [])] : CONSUME_APIS;
   const missing = missingApis(broker.apis, needed);
   if (missing.length > 0) return { ok: false, error: `not supported (ApiVersions lacks ${missing.join(", ")})` };
@@ -405,7 +414,8 @@ async function runBroker(
 ): Promise<Map<ScenarioId, Outcome>> {
   const results = new Map<ScenarioId, Outcome>();
   const produced = new Map<ScenarioId, number>();
-  for (const group of GROUPS) {
+  const groups = kind === "bunka" && idempotent ? [...GROUPS, ...OVERHEAD_GROUPS] : GROUPS;
+  for (const group of groups) {
     if (isInterrupted()) break;
     if (bunkaBinary instanceof Error && kind === "bunka") {
       for (const id of group) results.set(id, { ok: false, error: bunkaBinary.message });
@@ -472,6 +482,7 @@ function buildRows(kinds: BrokerKind[], results: Record<BrokerKind, Map<Scenario
   for (const s of Object.values(SCENARIOS)) {
     const k = results.kafka.get(s.id);
     const b = results.bunka.get(s.id);
+    if (k === undefined && b === undefined) continue; // (d), (e) when they did not run
     if (both) {
       const kc = cells(k);
       const bc = cells(b);
@@ -560,6 +571,20 @@ async function main(): Promise<number> {
   const elapsedS = Math.round((Date.now() - t0) / 1000);
 
   const { header, rows } = buildRows(kinds, results);
+  // The cost of idempotence on bunka: each idempotent produce row against its rerun without it.
+  const overhead: string[] = [];
+  for (const s of Object.values(SCENARIOS)) {
+    if (s.withoutIdempotenceOf === undefined) continue;
+    const on = results.bunka.get(s.withoutIdempotenceOf);
+    const off = results.bunka.get(s.id);
+    if (!on?.ok || !off?.ok) continue;
+    const cost = (1 - on.recPerSec / off.recPerSec) * 100;
+    overhead.push(
+      `idempotence on bunka, (${s.withoutIdempotenceOf}) vs (${s.id}): ${fmtNum(on.recPerSec)} rec/s idempotent, ` +
+        `${fmtNum(off.recPerSec)} without, ratio ${(on.recPerSec / off.recPerSec).toFixed(2)} ` +
+        `(${cost >= 0 ? `${cost.toFixed(1)}% slower` : `${(-cost).toFixed(1)}% faster`} with idempotence)`,
+    );
+  }
   const meta = [
     `date: ${env.date} (whole run ${elapsedS} s)`,
     `machine: ${env.machine}`,
@@ -594,6 +619,7 @@ async function main(): Promise<number> {
   if (skewed) meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that scenario: the number is skewed, run again on a quiet machine`);
   const text = textTable(header, rows);
   const out: string[] = ["", "Produce/consume benchmark: Apache Kafka vs bunka", "", ...meta, "", text];
+  if (overhead.length) out.push("", ...overhead);
   if (errors.length) out.push("", ...errors);
   out.push("", ...details);
   out.push(
@@ -606,6 +632,7 @@ async function main(): Promise<number> {
     "",
     markdownTable(header, rows),
   );
+  if (overhead.length) out.push("", ...overhead.map((o) => `- ${o}`));
   if (errors.length || details.length) out.push("", ...errors.map((e) => `- ${e}`), ...details.map((d) => `- ${d}`));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
