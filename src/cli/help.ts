@@ -100,6 +100,8 @@ Flags (each also accepted as --flag=value):
 Environment variables (empty means unset):
   BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_BROKER_ID
   BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL
+  UV_THREADPOOL_SIZE  threads for file work, every fsync among it (when unset, serve re-executes
+                      itself once with 16; Bun's own default is one per core)
 
 Config file: one key=value per line; blank lines and lines starting with # or ! are ignored. Keys:
   data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, and these
