@@ -33,7 +33,7 @@
  * and on Ctrl-C; every tool run is bounded by --timeout.
  */
 import { tmpdir } from "node:os";
-import { ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, runKafkaTool, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
+import { ensureKafkaLibs, KAFKA_VERSION, runKafkaTool, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
 import {
   type Broker,
   type BrokerKind,
@@ -45,13 +45,14 @@ import {
   fmtRss,
   installSignalHandlers,
   isInterrupted,
+  type JavaToolRun,
   label,
   log,
   markdownTable,
   missingApis,
-  onCleanup,
   ratio,
   runCleanups,
+  runJavaTool,
   startBunkaBroker,
   startKafkaBroker,
   textTable,
@@ -145,15 +146,7 @@ const CONSUME_APIS = [3, 1, 2, 10, 11, 14, 12, 9, 8, 13];
 // ---------------------------------------------------------------------------------------------
 // Perf tools
 
-interface ToolRun {
-  code: number;
-  /** CPU time the tool's JVM used, in microseconds. */
-  cpuMicros: number;
-  timedOut: boolean;
-  stdout: string;
-  /** The first 32 KiB of stderr (a failing producer prints one stack trace per record). */
-  stderr: string;
-}
+type ToolRun = JavaToolRun;
 
 /** Runs a perf tool's main class with a hard timeout, echoing its progress lines to our stderr. */
 function runPerfTool(
@@ -166,49 +159,8 @@ function runPerfTool(
 }
 
 /** Runs a Kafka tool class on the fetched classpath; stdout lines are echoed to stderr as `  [label] ...` (label "": not echoed). */
-async function runJava(mainClass: string, jvm: string[], args: string[], label: string, timeoutMs: number): Promise<ToolRun> {
-  const libs = await ensureKafkaLibs();
-  const proc = Bun.spawn(
-    [javaBin(), ...jvm, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", `${libs}/*`, mainClass, ...args],
-    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
-  );
-  const undo = onCleanup(mainClass, () => {
-    proc.kill("SIGKILL");
-  });
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    proc.kill("SIGKILL");
-  }, timeoutMs);
-  const readStdout = (async () => {
-    let text = "";
-    let pending = "";
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stdout) {
-      pending += decoder.decode(chunk, { stream: true });
-      const lines = pending.split("\n");
-      pending = lines.pop()!;
-      for (const line of lines) {
-        if (label) log(`  [${label}] ${line}`);
-        if (text.length < 1 << 20) text += `${line}\n`;
-      }
-    }
-    return text + pending;
-  })();
-  const readStderr = (async () => {
-    let text = "";
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stderr) if (text.length < 32 * 1024) text += decoder.decode(chunk, { stream: true });
-    return text;
-  })();
-  try {
-    const [stdout, stderr, code] = await Promise.all([readStdout, readStderr, proc.exited]);
-    const cpuMicros = Number(proc.resourceUsage()?.cpuTime.total ?? 0);
-    return { code: timedOut ? 124 : code, cpuMicros, timedOut, stdout, stderr };
-  } finally {
-    clearTimeout(timer);
-    undo();
-  }
+function runJava(mainClass: string, jvm: string[], args: string[], label: string, timeoutMs: number): Promise<ToolRun> {
+  return runJavaTool({ mainClass, jvm, args, label, timeoutMs });
 }
 
 /** The most telling line of a failed tool run. */

@@ -7,7 +7,7 @@
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism, release } from "node:os";
 import { join } from "node:path";
-import { type ApacheKafka, javaBin, KAFKA_VERSION, probeBrokerCount, REPO_ROOT, startApacheKafka } from "../tests/support/apache-kafka.ts";
+import { type ApacheKafka, ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, probeBrokerCount, REPO_ROOT, startApacheKafka } from "../tests/support/apache-kafka.ts";
 import { buildTarget, outfileFor } from "./build.ts";
 
 export type BrokerKind = "kafka" | "bunka";
@@ -275,6 +275,80 @@ export function watchCpu(brokerPid: number, opts: { kernelApart?: boolean } = {}
 
 // ---------------------------------------------------------------------------------------------
 // Brokers
+
+/** A finished Java tool run. */
+export interface JavaToolRun {
+  code: number;
+  /** CPU time the tool's JVM used, in microseconds. */
+  cpuMicros: number;
+  timedOut: boolean;
+  /** Up to the first MiB of stdout. */
+  stdout: string;
+  /** Up to the first `stderrLimitBytes` of stderr (a failing producer prints one stack trace per record). */
+  stderr: string;
+}
+
+export interface JavaToolOptions {
+  mainClass: string;
+  jvm: string[];
+  args: string[];
+  /** Prepended to the Apache Kafka jars on the class path. */
+  extraClasspath?: string;
+  /** stdout lines are echoed to our stderr as `  [label] ...` (unless `echo` says no); "" echoes nothing. */
+  label: string;
+  echo?: (line: string) => boolean;
+  timeoutMs: number;
+  stderrLimitBytes?: number;
+}
+
+/** Runs a Java main class on the Apache Kafka jars with a hard timeout (SIGKILL), cleaned up on Ctrl-C. */
+export async function runJavaTool(o: JavaToolOptions): Promise<JavaToolRun> {
+  const libs = await ensureKafkaLibs();
+  const classpath = `${o.extraClasspath ? `${o.extraClasspath}:` : ""}${libs}/*`;
+  const proc = Bun.spawn([javaBin(), ...o.jvm, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", classpath, o.mainClass, ...o.args], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const undo = onCleanup(o.mainClass, () => {
+    proc.kill("SIGKILL");
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, o.timeoutMs);
+  const stderrLimit = o.stderrLimitBytes ?? 32 * 1024;
+  const readStdout = (async () => {
+    let text = "";
+    let pending = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stdout) {
+      pending += decoder.decode(chunk, { stream: true });
+      const lines = pending.split("\n");
+      pending = lines.pop()!;
+      for (const line of lines) {
+        if (o.label && (o.echo === undefined || o.echo(line))) log(`  [${o.label}] ${line}`);
+        if (text.length < 1 << 20) text += `${line}\n`;
+      }
+    }
+    return text + pending;
+  })();
+  const readStderr = (async () => {
+    let text = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stderr) if (text.length < stderrLimit) text += decoder.decode(chunk, { stream: true });
+    return text;
+  })();
+  try {
+    const [stdout, stderr, code] = await Promise.all([readStdout, readStderr, proc.exited]);
+    const cpuMicros = Number(proc.resourceUsage()?.cpuTime.total ?? 0);
+    return { code: timedOut ? 124 : code, cpuMicros, timedOut, stdout, stderr };
+  } finally {
+    clearTimeout(timer);
+    undo();
+  }
+}
 
 export interface Broker {
   kind: BrokerKind;

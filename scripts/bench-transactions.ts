@@ -35,7 +35,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, REPO_ROOT, runKafkaTool } from "../tests/support/apache-kafka.ts";
+import { ensureKafkaLibs, javaBin, KAFKA_VERSION, REPO_ROOT, runKafkaTool } from "../tests/support/apache-kafka.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
 import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
 import {
@@ -50,12 +50,14 @@ import {
   fmtRss,
   installSignalHandlers,
   isInterrupted,
+  type JavaToolRun,
   label,
   log,
   markdownTable,
   onCleanup,
   ratio,
   runCleanups,
+  runJavaTool,
   sleep,
   startBunkaBroker,
   startKafkaBroker,
@@ -260,69 +262,33 @@ interface ToolResult {
   firstError: string | null;
 }
 
-interface ToolRun {
-  code: number;
-  cpuMicros: number;
-  timedOut: boolean;
-  stdout: string;
-  stderr: string;
+interface ToolRun extends JavaToolRun {
   result?: ToolResult;
 }
 
 let toolClasses = "";
 
 async function runLoadTool(args: string[], tag: string, timeoutMs: number): Promise<ToolRun> {
-  const libs = await ensureKafkaLibs();
-  const proc = Bun.spawn(
-    [javaBin(), ...LOAD_TOOL_JVM, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", `${toolClasses}:${libs}/*`, "TxnBench", ...args],
-    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
-  );
-  const undo = onCleanup("TxnBench", () => {
-    proc.kill("SIGKILL");
+  const run = await runJavaTool({
+    mainClass: "TxnBench",
+    jvm: LOAD_TOOL_JVM,
+    args,
+    extraClasspath: toolClasses,
+    label: tag,
+    echo: (line) => !line.startsWith("RESULT "),
+    timeoutMs,
+    stderrLimitBytes: 64 * 1024,
   });
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    proc.kill("SIGKILL");
-  }, timeoutMs);
-  const readStdout = (async () => {
-    let text = "";
-    let pending = "";
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stdout) {
-      pending += decoder.decode(chunk, { stream: true });
-      const lines = pending.split("\n");
-      pending = lines.pop()!;
-      for (const line of lines) {
-        if (!line.startsWith("RESULT ")) log(`  [${tag}] ${line}`);
-        if (text.length < 1 << 20) text += `${line}\n`;
-      }
+  const line = run.stdout.split("\n").find((l) => l.startsWith("RESULT "));
+  let result: ToolResult | undefined;
+  if (line) {
+    try {
+      result = JSON.parse(line.slice(7)) as ToolResult;
+    } catch {
+      /* reported as no result */
     }
-    return text + pending;
-  })();
-  const readStderr = (async () => {
-    let text = "";
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stderr) if (text.length < 64 * 1024) text += decoder.decode(chunk, { stream: true });
-    return text;
-  })();
-  try {
-    const [stdout, stderr, code] = await Promise.all([readStdout, readStderr, proc.exited]);
-    const cpuMicros = Number(proc.resourceUsage()?.cpuTime.total ?? 0);
-    const line = stdout.split("\n").find((l) => l.startsWith("RESULT "));
-    let result: ToolResult | undefined;
-    if (line) {
-      try {
-        result = JSON.parse(line.slice(7)) as ToolResult;
-      } catch {
-        /* reported as no result */
-      }
-    }
-    return { code: timedOut ? 124 : code, cpuMicros, timedOut, stdout, stderr, result };
-  } finally {
-    clearTimeout(timer);
-    undo();
   }
+  return { ...run, result };
 }
 
 /** The most telling line of the tool's stderr (the Java client logs WARN and above there). */
@@ -378,15 +344,15 @@ async function transactionVersion(broker: Broker): Promise<string> {
 async function setKafkaTxnVersion(broker: Broker, version: 1 | 2): Promise<string> {
   const current = await transactionVersion(broker);
   if (current === `transaction.version=${version}`) return current;
-  const libs = await ensureKafkaLibs();
   const verb = version === 1 ? "downgrade" : "upgrade";
-  const p = Bun.spawn(
-    [javaBin(), "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx512m", `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", `${libs}/*`,
-      "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", broker.bootstrap, verb, "--feature", `transaction.version=${version}`],
-    { stdout: "pipe", stderr: "pipe" },
-  );
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  if (code !== 0) throw new Error(`kafka-features ${verb} failed (exit ${code}): ${(out + err).trim().slice(0, 400)}`);
+  const run = await runJavaTool({
+    mainClass: "org.apache.kafka.tools.FeatureCommand",
+    jvm: ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx512m"],
+    args: ["--bootstrap-server", broker.bootstrap, verb, "--feature", `transaction.version=${version}`],
+    label: "",
+    timeoutMs: 60_000,
+  });
+  if (run.code !== 0) throw new Error(`kafka-features ${verb} failed (exit ${run.code}): ${(run.stdout + run.stderr).trim().slice(0, 400)}`);
   const deadline = Date.now() + 15_000;
   for (;;) {
     const now = await transactionVersion(broker);
