@@ -137,20 +137,9 @@ async function serve(config: BrokerConfig): Promise<number> {
     throw error;
   }
 
-  process.stdout.write(
-    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
-  );
-  log.info("started", {
-    version: VERSION,
-    kafka: formatHostPort(kafka.host, kafka.port),
-    http: formatHostPort(http.host, http.port),
-    adminApi: adminToken !== undefined,
-    advertised: formatHostPort(advertisedHost, advertisedPort),
-    dataDir: config.dataDir,
-    brokerId: config.brokerId,
-  });
-
-  return await new Promise<number>((resolve) => {
+  // The signal handlers exist before the start-up line announces the broker: a script that sends SIGTERM
+  // as soon as it reads the line must get a clean shutdown, not the default action (death by signal).
+  const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals) => {
       if (stopping) {
@@ -180,6 +169,21 @@ async function serve(config: BrokerConfig): Promise<number> {
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
   });
+
+  process.stdout.write(
+    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
+  );
+  log.info("started", {
+    version: VERSION,
+    kafka: formatHostPort(kafka.host, kafka.port),
+    http: formatHostPort(http.host, http.port),
+    adminApi: adminToken !== undefined,
+    advertised: formatHostPort(advertisedHost, advertisedPort),
+    dataDir: config.dataDir,
+    brokerId: config.brokerId,
+  });
+
+  return await stopped;
 }
 
 function formatHostPort(host: string, port: number): string {

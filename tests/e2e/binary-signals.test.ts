@@ -1,6 +1,7 @@
 /**
  * The compiled binary's shutdown contract: SIGTERM stops accepting and waits for requests in flight (a
- * long-poll Fetch here) before exiting 0; a second signal while it waits exits at once with 130.
+ * long-poll Fetch here) before exiting 0, also when it comes right after the start-up line; a second
+ * signal while it waits exits at once with 130.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
@@ -59,6 +60,17 @@ describe("signals", () => {
     // It waited for the fetch rather than cutting it off.
     expect(Date.now() - fetchStartedMs).toBeGreaterThanOrEqual(1_900);
     client.close();
+  }, TIMEOUT);
+
+  // Regression: the handlers used to be installed just after the start-up line was printed, so a SIGTERM
+  // sent as soon as the line was read sometimes met the default action (exit by signal, 143): 8 of 40
+  // starts on the reference machine.
+  test("SIGTERM sent as soon as the start-up line is read is a clean shutdown (exit 0)", async () => {
+    for (let i = 0; i < 15; i++) {
+      const broker = await BunkaProcess.start({ binary, dataDir: join(dir, `early-${i}`), logFile: join(dir, "early.log") });
+      broker.proc.kill("SIGTERM");
+      expect(await broker.exited).toBe(0);
+    }
   }, TIMEOUT);
 
   test("a second signal while shutdown waits exits at once with 130", async () => {
