@@ -1,8 +1,8 @@
 /**
  * OffsetCommit (key 8), versions 0-9.
  *
- * Commits a group's consumed offsets, answered once they are durable (__cluster/offsets/slot-N.json,
- * group commit with other commits of the slot). Checks, in Apache's order:
+ * Commits a group's consumed offsets, answered once they are durable (__cluster/offsets/slot-N.journal,
+ * group commit with other commits of the slot; storage/offset-store.ts). Checks, in Apache's order:
  * - per topic and partition: an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (KafkaApis);
  * - the group (ClassicGroup.validateOffsetCommit): a commit with generation -1 and no member id is a
  *   "simple" commit, accepted only while the group is Empty (it creates an unknown group) and

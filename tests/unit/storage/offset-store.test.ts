@@ -6,7 +6,13 @@ import { describe, expect, test } from "bun:test";
 import { CorruptStateError, FatalError } from "../../../src/errors/errors.ts";
 import type { OffsetCommitEntry } from "../../../src/domain/groups/offsets.ts";
 import type { FileHandle, Fs } from "../../../src/platform/fs.ts";
-import { OFFSETS_SLOT_FORMAT, OffsetStore, offsetsSlotPath } from "../../../src/storage/offset-store.ts";
+import {
+  OFFSETS_JOURNAL_FORMAT,
+  OFFSETS_SLOT_FORMAT,
+  OffsetStore,
+  offsetsJournalPath,
+  offsetsSlotPath,
+} from "../../../src/storage/offset-store.ts";
 import { encodeState } from "../../../src/storage/state-file.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
 
@@ -137,10 +143,13 @@ describe("OffsetStore", () => {
     expect(fs.fsyncs).toBe(0);
   });
 
-  test("crash at every step: acknowledged commits survive; unacknowledged ones may not", async () => {
-    for (let haltAfter = 0; haltAfter < 40; haltAfter++) {
+  test.each([
+    ["journal only", {}],
+    ["compacting after every write", { compactBytesMin: 0, compactRatio: 0 }],
+  ])("crash at every step (%s): acknowledged commits survive; unacknowledged ones may not", async (_, compaction) => {
+    for (let haltAfter = 0; haltAfter < 60; haltAfter++) {
       const fs = new MemoryFs();
-      const store = await OffsetStore.open(fs, DATA);
+      const store = await OffsetStore.open(fs, DATA, compaction);
       await store.mutate(2, (d) => d.commit("g", [entry("t", 0, 1)]));
       const acknowledged: number[] = [1];
       fs.haltAfterOps(haltAfter);
@@ -184,10 +193,14 @@ describe("OffsetStore", () => {
     expect((await OffsetStore.open(fs, DATA)).slot(4).committed("g", "t", 0)!.offset).toBe(3);
   });
 
-  test("a damaged slot file is refused with CorruptStateError naming it, never taken for empty", async () => {
+  test("a damaged checkpoint is refused with CorruptStateError naming it, never taken for empty", async () => {
     const fs = new MemoryFs();
-    const store = await OffsetStore.open(fs, DATA);
+    // Compaction after every write: the state is in the checkpoint and the journal is empty.
+    const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
     await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 1)]));
+    // Compaction runs after the answer, before the slot's next write.
+    await store.idle();
+    expect((await fs.readFile(offsetsJournalPath(DATA, 9))).length).toBe(0);
     const path = offsetsSlotPath(DATA, 9);
     const good = await fs.readFile(path);
     const overwrite = async (bytes: Uint8Array) => {
@@ -225,6 +238,74 @@ describe("OffsetStore", () => {
     // Another slot's content.
     await overwrite(encodeState(OFFSETS_SLOT_FORMAT, 1, { slot: 8, nextSeq: 0, groups: [], offsets: [], staged: [] }));
     await expectCorrupt(/holds slot 8/);
+  });
+
+  test("the journal: the last record is the state; a torn last record is cut off; a damaged one is refused", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA);
+    await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 1)]));
+    await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 2)]));
+    await store.close();
+    const path = offsetsJournalPath(DATA, 9);
+    const good = await fs.readFile(path);
+    const lines = new TextDecoder().decode(good).split("\n").filter(Boolean);
+    expect(lines.length).toBe(2);
+    expect((await OffsetStore.open(fs, DATA)).slot(9).committed("g", "t", 0)!.offset).toBe(2);
+    const overwrite = async (text: string) => {
+      const h = await fs.open(path, "w");
+      await h.write(new TextEncoder().encode(text), 0);
+      await h.fsync();
+      await h.close();
+    };
+    const openError = () =>
+      OffsetStore.open(fs, DATA).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+
+    // A torn last record (a write that never completed, never acknowledged): the one before it is the
+    // state, and the tail is cut so that the next write lands on a clean end.
+    await overwrite(`${lines[0]}\n${lines[1]!.slice(0, 40)}`);
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(reopened.slot(9).committed("g", "t", 0)!.offset).toBe(1);
+    expect(new TextDecoder().decode(await fs.readFile(path))).toBe(`${lines[0]}\n`);
+    await reopened.mutate(9, (d) => d.commit("g", [entry("t", 0, 3)]));
+    expect((await OffsetStore.open(fs, DATA)).slot(9).committed("g", "t", 0)!.offset).toBe(3);
+
+    // A complete record that fails its checksum is corruption, even when a later one is intact.
+    await overwrite(`${lines[0]!.replace('"offset":1', '"offset":7')}\n${lines[1]}\n`);
+    let error = await openError();
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as CorruptStateError).path).toContain(path);
+    expect((error as Error).message).toMatch(/checksum mismatch/);
+    // Records out of sequence (a record repeated).
+    await overwrite(`${lines[0]}\n${lines[0]}\n`);
+    error = await openError();
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toMatch(/record 1 follows record 1/);
+    // Another slot's state.
+    await overwrite(
+      new TextDecoder().decode(encodeState(OFFSETS_JOURNAL_FORMAT, 1, { seq: 1, slot: { slot: 8, nextSeq: 0, groups: [], offsets: [], staged: [] } })),
+    );
+    error = await openError();
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toMatch(/holds slot 8/);
+  });
+
+  test("compaction folds the journal into the checkpoint and keeps the journal bounded", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 4096, compactRatio: 4 });
+    let largest = 0;
+    for (let i = 1; i <= 200; i++) {
+      await store.mutate(3, (d) => d.commit("g", [entry("t", i % 7, i)]));
+      largest = Math.max(largest, (await fs.readFile(offsetsJournalPath(DATA, 3))).length);
+    }
+    // Bounded near the threshold (a record is ~1 KiB here): without compaction it would reach ~200 KiB.
+    expect(largest).toBeLessThan(2 * 4096);
+    expect((await fs.stat(offsetsSlotPath(DATA, 3)))?.size ?? 0).toBeGreaterThan(0);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA);
+    for (let p = 0; p < 7; p++) expect(reopened.slot(3).committed("g", "t", p)!.offset).toBe(200 - ((200 - p) % 7));
   });
 
   test("tmp files left by a crash are ignored and removed", async () => {
