@@ -215,8 +215,10 @@ export class OffsetStore {
 
   /** Waits for writes in flight, then closes the journals; later mutations are refused. */
   async close(): Promise<void> {
+    // A slot may start writing while idle() waits for another one: wait until none writes. Nothing can
+    // be queued between that check and `closed` (no await in between), so no write meets a closed journal.
+    while (this.slots.some((slot) => slot.writing)) await this.idle();
     this.closed = true;
-    await this.idle();
     for (const slot of this.slots) {
       const journal = slot.journal;
       slot.journal = undefined;

@@ -337,6 +337,76 @@ describe("OffsetStore", () => {
     expect(s2.slot(5).hasOpenTransactions("g")).toBe(false);
   });
 
+  test("closing waits for every slot's writes, also one that starts while it waits, then closes the journals", async () => {
+    const fs = new MemoryFs();
+    // Like a real file descriptor, a handle refuses every operation once closed; open ones are counted.
+    // The fsync of a journal whose path is in `held` waits until its release is called.
+    let open = 0;
+    const held = new Map<string, { release: () => void; reached: () => void; gate: Promise<void>; waiting: Promise<void> }>();
+    const hold = (path: string) => {
+      let release!: () => void;
+      let reached!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const waiting = new Promise<void>((r) => (reached = r));
+      held.set(path, { release, reached, gate, waiting });
+      return held.get(path)!;
+    };
+    const strict: Fs = Object.create(fs, {
+      open: {
+        value: async (path: string, mode: "r" | "rw" | "w"): Promise<FileHandle> => {
+          const handle = await fs.open(path, mode);
+          open += 1;
+          let closed = false;
+          const live = <T>(op: () => Promise<T>) => (closed ? Promise.reject(new Error(`EBADF: ${path} is closed`)) : op());
+          return {
+            write: (data, position) => live(() => handle.write(data, position)),
+            read: (length, position) => live(() => handle.read(length, position)),
+            truncate: (length) => live(() => handle.truncate(length)),
+            fsync: () =>
+              live(async () => {
+                const gate = held.get(path);
+                if (gate !== undefined) {
+                  held.delete(path);
+                  gate.reached();
+                  await gate.gate;
+                }
+                await handle.fsync();
+              }),
+            size: () => live(() => handle.size()),
+            close: () => live(() => ((closed = true), (open -= 1), handle.close())),
+          };
+        },
+      },
+    });
+    const store = await OffsetStore.open(strict, DATA);
+    const slot7 = hold(offsetsJournalPath(DATA, 7));
+    const first = store.mutate(7, (d) => d.commit("g", [entry("t", 0, 1)]));
+    await slot7.waiting;
+    let closed = false;
+    const closing = store.close().then(() => (closed = true));
+    // A turn of the event loop: the close gets past the idle slots and waits on slot 7.
+    await new Promise((resolve) => setImmediate(resolve));
+    // The close now waits for slot 7. A write to slot 2 (which the close has already looked at) starts
+    // and is held in its fsync while slot 7's write finishes.
+    const slot2 = hold(offsetsJournalPath(DATA, 2));
+    const late = store.mutate(2, (d) => d.commit("h", [entry("t", 0, 2)]));
+    await slot2.waiting;
+    slot7.release();
+    await first;
+    // Let everything that can run run (turns of the event loop, not a timer): the close must still wait.
+    for (let turn = 0; turn < 20 && !closed; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(closed).toBe(false);
+    slot2.release();
+    await late;
+    await closing;
+    // Every journal the store opened is closed.
+    expect(open).toBe(0);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(reopened.slot(7).committed("g", "t", 0)!.offset).toBe(1);
+    expect(reopened.slot(2).committed("h", "t", 0)!.offset).toBe(2);
+  });
+
   test("closing waits for the writes in flight and refuses later ones", async () => {
     const fs = new MemoryFs();
     const store = await OffsetStore.open(fs, DATA);
