@@ -116,6 +116,8 @@ class SlotWriter {
   lastRecordBytes = 0;
   /** Whether the journal's directory entry is known durable (fsynced by this process). */
   journalNamed = false;
+  /** A failed write left bytes past journalBytes that could not be cut off yet. */
+  tailDirty = false;
 
   constructor(
     readonly index: number,
@@ -297,12 +299,22 @@ export class OffsetStore {
     const seq = slot.journalSeq + 1;
     const line = encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, { seq, slot: body });
     if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
+    const journal = slot.journal;
+    // Bytes of a failed write that are still past the end would outlive a shorter record written over
+    // them, and a complete line among them would read as a damaged record: they go first, or nothing is
+    // written.
+    if (slot.tailDirty) {
+      await journal.truncate(slot.journalBytes);
+      slot.tailDirty = false;
+    }
     try {
-      await slot.journal.write(line, slot.journalBytes);
+      await journal.write(line, slot.journalBytes);
     } catch (error) {
-      // Cut the partial record off so that the next write lands on a clean tail (best effort: after a
-      // crash now, the loader drops an unterminated tail anyway).
-      await slot.journal.truncate(slot.journalBytes).catch(() => undefined);
+      slot.tailDirty = true;
+      await journal.truncate(slot.journalBytes).then(
+        () => (slot.tailDirty = false),
+        () => undefined,
+      );
       throw error;
     }
     try {

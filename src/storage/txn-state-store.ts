@@ -143,6 +143,8 @@ class Slot {
   journalBytes = 0;
   /** Whether the journal's directory entry is known durable (fsynced by this process). */
   journalNamed = false;
+  /** A failed write left bytes past journalBytes that could not be cut off yet. */
+  tailDirty = false;
   idle: Promise<void> = Promise.resolve();
   markIdle: () => void = () => undefined;
 
@@ -375,12 +377,24 @@ export class TxnStateStore {
     }
     const line = encodeState(TXN_JOURNAL_FORMAT, TXN_JOURNAL_VERSION, body);
     if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
+    const journal = slot.journal;
+    // Bytes of a failed write that are still past the end would outlive a shorter record written over
+    // them, and a complete line among them would read as a damaged record: they go first, or nothing is
+    // written.
+    if (slot.tailDirty) {
+      await journal.truncate(slot.journalBytes);
+      slot.tailDirty = false;
+    }
     try {
-      await slot.journal.write(line, slot.journalBytes);
+      await journal.write(line, slot.journalBytes);
     } catch (error) {
-      // Cut the partial record off, so the next write lands on a clean tail (best effort: a crash now
-      // leaves an unterminated tail, which the loader discards).
-      await slot.journal.truncate(slot.journalBytes).catch(() => undefined);
+      // Cut the partial record off, so the next write lands on a clean tail (a crash now leaves an
+      // unterminated tail, which the loader discards; a failed cut is retried before the next record).
+      slot.tailDirty = true;
+      await journal.truncate(slot.journalBytes).then(
+        () => (slot.tailDirty = false),
+        () => undefined,
+      );
       throw error;
     }
     try {
