@@ -45,7 +45,7 @@
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
-import type { FileHandle, Fs } from "../platform/fs.ts";
+import type { Fs } from "../platform/fs.ts";
 import { isGroupStateName, type PersistedGroup } from "../domain/groups/group-coordinator-state.ts";
 import {
   OFFSET_SLOT_BYTES_MAX,
@@ -55,7 +55,8 @@ import {
   type OffsetSlotDraft,
   type StagedOffset,
 } from "../domain/groups/offsets.ts";
-import { cleanTmpFiles, ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { cleanTmpFiles, ensureDir } from "./atomic-file.ts";
+import { JournalFile, readJournal } from "./journal-file.ts";
 import { decodeState, encodeState, loadState, saveState } from "./state-file.ts";
 
 export const OFFSETS_SLOT_FORMAT = "group-offsets-slot";
@@ -108,21 +109,15 @@ class SlotWriter {
   markIdle: () => void = () => undefined;
   /** Completed file writes, for tests and metrics. */
   writes = 0;
-  journal: FileHandle | undefined;
-  /** Length of the journal's valid content; the next record is written here. */
-  journalBytes = 0;
   /** Sequence number of the journal's last record (0: none since the last compaction). */
   journalSeq = 0;
   lastRecordBytes = 0;
-  /** Whether the journal's directory entry is known durable (fsynced by this process). */
-  journalNamed = false;
-  /** A failed write left bytes past journalBytes that could not be cut off yet. */
-  tailDirty = false;
 
   constructor(
     readonly index: number,
     readonly path: string,
-    readonly journalPath: string,
+    /** Replaced at load by one that knows the length of the valid content. */
+    public journal: JournalFile,
     public state: OffsetSlot,
   ) {}
 }
@@ -142,7 +137,6 @@ export class OffsetStore {
 
   private constructor(
     private readonly fs: Fs,
-    private readonly dir: string,
     slots: SlotWriter[],
     private readonly onWriteFailed: (slot: number, error: unknown) => void,
     private readonly slotBytesMax: number,
@@ -161,7 +155,7 @@ export class OffsetStore {
     await cleanTmpFiles(fs, dir);
     const slots = Array.from(
       { length: slotCount },
-      (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), offsetsJournalPath(dataDir, i), OffsetSlot.empty()),
+      (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), new JournalFile(fs, dir, offsetsJournalPath(dataDir, i)), OffsetSlot.empty()),
     );
     const present = new Set<number>();
     for (const name of (await fs.readdir(dir)).sort()) {
@@ -171,10 +165,9 @@ export class OffsetStore {
       if (index >= slotCount) throw new CorruptStateError(join(dir, name), `slot ${index} is outside the ${slotCount} slots of this store`);
       present.add(index);
     }
-    for (const index of [...present].sort((a, b) => a - b)) await loadSlot(fs, slots[index]!);
+    for (const index of [...present].sort((a, b) => a - b)) await loadSlot(fs, dir, slots[index]!);
     return new OffsetStore(
       fs,
-      dir,
       slots,
       options.onWriteFailed ?? (() => undefined),
       options.slotBytesMax ?? OFFSET_SLOT_BYTES_MAX,
@@ -222,9 +215,7 @@ export class OffsetStore {
     while (this.slots.some((slot) => slot.writing)) await this.idle();
     this.closed = true;
     for (const slot of this.slots) {
-      const journal = slot.journal;
-      slot.journal = undefined;
-      await journal?.close().catch(() => undefined);
+      await slot.journal.close();
     }
   }
 
@@ -298,35 +289,7 @@ export class OffsetStore {
   private async append(slot: SlotWriter, body: SlotBody): Promise<void> {
     const seq = slot.journalSeq + 1;
     const line = encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, { seq, slot: body });
-    if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
-    const journal = slot.journal;
-    // Bytes of a failed write that are still past the end would outlive a shorter record written over
-    // them, and a complete line among them would read as a damaged record: they go first, or nothing is
-    // written.
-    if (slot.tailDirty) {
-      await journal.truncate(slot.journalBytes);
-      slot.tailDirty = false;
-    }
-    try {
-      await journal.write(line, slot.journalBytes);
-    } catch (error) {
-      slot.tailDirty = true;
-      await journal.truncate(slot.journalBytes).then(
-        () => (slot.tailDirty = false),
-        () => undefined,
-      );
-      throw error;
-    }
-    try {
-      await slot.journal.fsync();
-    } catch (error) {
-      throw new FatalError(`fsync of ${slot.journalPath} failed; its last record may or may not be on disk`, { cause: error });
-    }
-    if (!slot.journalNamed) {
-      await fsyncDirOrDie(this.fs, this.dir, `after creating ${slot.journalPath}`);
-      slot.journalNamed = true;
-    }
-    slot.journalBytes += line.length;
+    await slot.journal.append(line);
     slot.journalSeq = seq;
     slot.lastRecordBytes = line.length;
   }
@@ -338,62 +301,31 @@ export class OffsetStore {
    * equals the checkpoint, which loads to the same state.
    */
   private async maybeCompact(slot: SlotWriter): Promise<void> {
-    if (slot.journalBytes < Math.max(this.compactBytesMin, this.compactRatio * slot.lastRecordBytes)) return;
+    if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.lastRecordBytes)) return;
     await saveState(this.fs, slot.path, OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, bodyFromSlot(slot.index, slot.state));
-    if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
-    await slot.journal.truncate(0);
-    try {
-      await slot.journal.fsync();
-    } catch (error) {
-      throw new FatalError(`fsync of ${slot.journalPath} failed after emptying it`, { cause: error });
-    }
-    slot.journalBytes = 0;
+    await slot.journal.empty();
     slot.journalSeq = 0;
   }
 }
 
 /** Loads a slot's checkpoint and the last record of its journal (CorruptStateError for a damaged file). */
-async function loadSlot(fs: Fs, slot: SlotWriter): Promise<void> {
+async function loadSlot(fs: Fs, dir: string, slot: SlotWriter): Promise<void> {
   const checkpoint = await loadState(fs, slot.path, OFFSETS_SLOT_FORMAT, { current: OFFSETS_SLOT_VERSION, parse: parseSlotBody });
   if (checkpoint !== undefined) {
     if (checkpoint.slot !== slot.index) throw new CorruptStateError(slot.path, `holds slot ${checkpoint.slot}, not ${slot.index}`);
     slot.state = slotFromBody(checkpoint);
   }
-  const journalStat = await fs.stat(slot.journalPath);
-  if (journalStat === undefined) return;
-  if (journalStat.isDirectory) throw new CorruptStateError(slot.journalPath, "is a directory, expected a journal");
-  const bytes = await fs.readFile(slot.journalPath);
   let last: JournalBody | undefined;
   let lastBytes = 0;
-  let start = 0;
-  for (let end = bytes.indexOf(0x0a, start); end >= 0; end = bytes.indexOf(0x0a, start)) {
-    const where = `${slot.journalPath} (record at byte ${start})`;
-    const record = decodeState(where, bytes.subarray(start, end + 1), OFFSETS_JOURNAL_FORMAT, {
-      current: OFFSETS_JOURNAL_VERSION,
-      parse: parseJournalBody,
-    }) as JournalBody;
+  const journalBytes = await readJournal(fs, slot.journal.path, (line, where) => {
+    const record = decodeState(where, line, OFFSETS_JOURNAL_FORMAT, { current: OFFSETS_JOURNAL_VERSION, parse: parseJournalBody }) as JournalBody;
     if (record.seq !== (last?.seq ?? 0) + 1) throw new CorruptStateError(where, `record ${record.seq} follows record ${last?.seq ?? 0}`);
     if (record.slot.slot !== slot.index) throw new CorruptStateError(where, `holds slot ${record.slot.slot}, not ${slot.index}`);
     last = record;
-    lastBytes = end + 1 - start;
-    start = end + 1;
-  }
-  if (start < bytes.length) {
-    // An unterminated last line: a write that never completed, hence was never acknowledged.
-    const handle = await fs.open(slot.journalPath, "rw");
-    try {
-      await handle.truncate(start);
-      try {
-        await handle.fsync();
-      } catch (error) {
-        throw new FatalError(`fsync of ${slot.journalPath} failed after cutting off a torn record`, { cause: error });
-      }
-    } finally {
-      await handle.close().catch(() => undefined);
-    }
-  }
+    lastBytes = line.length;
+  });
   if (last !== undefined) slot.state = slotFromBody(last.slot);
-  slot.journalBytes = start;
+  slot.journal = new JournalFile(fs, dir, slot.journal.path, journalBytes);
   slot.journalSeq = last?.seq ?? 0;
   slot.lastRecordBytes = lastBytes;
 }

@@ -48,8 +48,9 @@
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import { PREPARE_STATES, compareStrings, parseTxnEntry, type TxnEntry } from "../domain/txn/txn-state.ts";
-import type { FileHandle, Fs } from "../platform/fs.ts";
-import { cleanTmpFiles, ensureDir, fsyncDirOrDie, writeFileAtomic } from "./atomic-file.ts";
+import type { Fs } from "../platform/fs.ts";
+import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
+import { JournalFile, readJournal } from "./journal-file.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const TXN_SLOT_FORMAT = "txn-state-slot";
@@ -138,20 +139,14 @@ class Slot {
   /** Sequence number of the last durable journal record (or of the checkpoint). */
   lastSeq = 0;
   checkpointBytes = 0;
-  journal: FileHandle | undefined;
-  /** Length of the journal's valid content; the next record is written here. */
-  journalBytes = 0;
-  /** Whether the journal's directory entry is known durable (fsynced by this process). */
-  journalNamed = false;
-  /** A failed write left bytes past journalBytes that could not be cut off yet. */
-  tailDirty = false;
   idle: Promise<void> = Promise.resolve();
   markIdle: () => void = () => undefined;
 
   constructor(
     readonly index: number,
     readonly checkpointPath: string,
-    readonly journalPath: string,
+    /** Replaced at load by one that knows the length of the valid content. */
+    public journal: JournalFile,
   ) {}
 }
 
@@ -172,7 +167,7 @@ export class TxnStateStore {
     dataDir: string,
     slotCount: number,
   ) {
-    this.slots = Array.from({ length: slotCount }, (_, i) => new Slot(i, txnSlotPath(dataDir, i), txnJournalPath(dataDir, i)));
+    this.slots = Array.from({ length: slotCount }, (_, i) => new Slot(i, txnSlotPath(dataDir, i), new JournalFile(fs, dir, txnJournalPath(dataDir, i))));
   }
 
   /** Opens the store under `dataDir`, creating its directory durably. Slots are loaded at first use. */
@@ -273,11 +268,7 @@ export class TxnStateStore {
     while (this.updatesInProgress > 0) await new Promise<void>((resolve) => (this.notifyUpdatesDone = resolve));
     for (const slot of this.slots) {
       await slot.idle;
-      if (slot.journal !== undefined) {
-        const journal = slot.journal;
-        slot.journal = undefined;
-        await journal.close().catch(() => undefined);
-      }
+      await slot.journal.close();
     }
   }
 
@@ -376,42 +367,12 @@ export class TxnStateStore {
       else body.put.push(entry);
     }
     const line = encodeState(TXN_JOURNAL_FORMAT, TXN_JOURNAL_VERSION, body);
-    if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
-    const journal = slot.journal;
-    // Bytes of a failed write that are still past the end would outlive a shorter record written over
-    // them, and a complete line among them would read as a damaged record: they go first, or nothing is
-    // written.
-    if (slot.tailDirty) {
-      await journal.truncate(slot.journalBytes);
-      slot.tailDirty = false;
-    }
-    try {
-      await journal.write(line, slot.journalBytes);
-    } catch (error) {
-      // Cut the partial record off, so the next write lands on a clean tail (a crash now leaves an
-      // unterminated tail, which the loader discards; a failed cut is retried before the next record).
-      slot.tailDirty = true;
-      await journal.truncate(slot.journalBytes).then(
-        () => (slot.tailDirty = false),
-        () => undefined,
-      );
-      throw error;
-    }
-    try {
-      await slot.journal.fsync();
-    } catch (error) {
-      throw new FatalError(`fsync of ${slot.journalPath} failed; its last record may or may not be on disk`, { cause: error });
-    }
-    if (!slot.journalNamed) {
-      await fsyncDirOrDie(this.fs, this.dir, `after creating ${slot.journalPath}`);
-      slot.journalNamed = true;
-    }
-    slot.journalBytes += line.length;
+    await slot.journal.append(line);
     slot.lastSeq = seq;
   }
 
   private async maybeCompact(slot: Slot): Promise<void> {
-    if (slot.journalBytes < Math.max(this.compactBytesMin, this.compactRatio * slot.checkpointBytes)) return;
+    if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.checkpointBytes)) return;
     const body: SlotBody = {
       lastSeq: slot.lastSeq,
       entries: [...slot.durable.values()].sort((a, b) => compareStrings(a.transactionalId, b.transactionalId)),
@@ -421,14 +382,7 @@ export class TxnStateStore {
     slot.checkpointBytes = bytes.length;
     // Every journal record is now in the checkpoint. Emptying the journal needs no atomicity: whatever
     // part of it survives a crash is skipped by sequence number.
-    if (slot.journal === undefined) slot.journal = await this.fs.open(slot.journalPath, "rw");
-    await slot.journal.truncate(0);
-    slot.journalBytes = 0;
-    try {
-      await slot.journal.fsync();
-    } catch (error) {
-      throw new FatalError(`fsync of ${slot.journalPath} failed after emptying it`, { cause: error });
-    }
+    await slot.journal.empty();
   }
 
   private async loadedSlot(slot: Slot): Promise<Slot> {
@@ -468,60 +422,31 @@ export class TxnStateStore {
       slot.checkpointBytes = (await this.fs.stat(slot.checkpointPath))?.size ?? 0;
     }
 
-    const journalStat = await this.fs.stat(slot.journalPath);
-    let journalBytes = 0;
-    if (journalStat !== undefined) {
-      if (journalStat.isDirectory) throw new CorruptStateError(slot.journalPath, "is a directory, expected a journal");
-      const bytes = await this.fs.readFile(slot.journalPath);
-      let previousSeq: number | undefined;
-      let start = 0;
-      for (let end = bytes.indexOf(0x0a, start); end >= 0; end = bytes.indexOf(0x0a, start)) {
-        const where = `${slot.journalPath} (record at byte ${start})`;
-        const record = decodeState(where, bytes.subarray(start, end + 1), TXN_JOURNAL_FORMAT, {
-          current: TXN_JOURNAL_VERSION,
-          parse: parseJournalBody,
-        }) as JournalBody;
-        if (previousSeq !== undefined && record.seq !== previousSeq + 1) {
-          throw new CorruptStateError(where, `record ${record.seq} follows record ${previousSeq}`);
-        }
-        if (record.seq > lastSeq + 1) {
-          throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at ${lastSeq} (${slot.checkpointPath} missing or older)`);
-        }
-        if (record.seq === lastSeq + 1) {
-          for (const entry of record.put) {
-            this.checkBelongs(slot, where, entry.transactionalId);
-            entries.set(entry.transactionalId, entry);
-          }
-          for (const id of record.del) entries.delete(id);
-          lastSeq = record.seq;
-        }
-        previousSeq = record.seq;
-        start = end + 1;
+    const journalPath = slot.journal.path;
+    let previousSeq: number | undefined;
+    const journalBytes = await readJournal(this.fs, journalPath, (line, where) => {
+      const record = decodeState(where, line, TXN_JOURNAL_FORMAT, { current: TXN_JOURNAL_VERSION, parse: parseJournalBody }) as JournalBody;
+      if (previousSeq !== undefined && record.seq !== previousSeq + 1) {
+        throw new CorruptStateError(where, `record ${record.seq} follows record ${previousSeq}`);
       }
-      journalBytes = start;
-      if (start < bytes.length) {
-        // An unterminated last line: an append that never completed, hence never acknowledged.
-        const handle = await this.fs.open(slot.journalPath, "rw");
-        try {
-          await handle.truncate(start);
-          try {
-            await handle.fsync();
-          } catch (error) {
-            throw new FatalError(`fsync of ${slot.journalPath} failed after cutting off a torn record`, { cause: error });
-          }
-        } finally {
-          await handle.close().catch(() => undefined);
-        }
+      if (record.seq > lastSeq + 1) {
+        throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at ${lastSeq} (${slot.checkpointPath} missing or older)`);
       }
-    }
+      if (record.seq === lastSeq + 1) {
+        for (const entry of record.put) {
+          this.checkBelongs(slot, where, entry.transactionalId);
+          entries.set(entry.transactionalId, entry);
+        }
+        for (const id of record.del) entries.delete(id);
+        lastSeq = record.seq;
+      }
+      previousSeq = record.seq;
+    });
 
     slot.live = new Map(entries);
     slot.durable = entries;
     slot.lastSeq = lastSeq;
-    slot.journalBytes = journalBytes;
-    // Even an existing journal's name may not be durable yet (a previous process may have exited before
-    // fsyncing its directory), so the first append of this process fsyncs the directory once.
-    slot.journalNamed = false;
+    slot.journal = new JournalFile(this.fs, this.dir, journalPath, journalBytes);
   }
 
   private checkBelongs(slot: Slot, where: string, transactionalId: string): void {
