@@ -35,7 +35,16 @@ export interface BrokerConfig {
   offsetsRetentionMs: number;
   logFormat: "text" | "json";
   logLevel: "debug" | "info" | "warn" | "error";
+  /**
+   * fsync.mode: "batched" makes the fsyncs requested together durable with one syncfs of the data
+   * directory's file system when they name 3 or more files (platform/batched-sync.ts); "per-file" fsyncs
+   * every file on its own.
+   */
+  fsyncMode: FsyncMode;
 }
+
+export const FSYNC_MODES = ["batched", "per-file"] as const;
+export type FsyncMode = (typeof FSYNC_MODES)[number];
 
 export function defaultBrokerConfig(): BrokerConfig {
   return {
@@ -59,5 +68,6 @@ export function defaultBrokerConfig(): BrokerConfig {
     offsetsRetentionMs: 7 * 24 * 60 * 60 * 1000,
     logFormat: "text",
     logLevel: "info",
+    fsyncMode: "batched",
   };
 }

@@ -8,7 +8,7 @@
  * Every mistake raises a ConfigError whose message is one line and names where the bad value came from
  * (the flag, the variable, or the file and line), because the CLI prints it as `bunka: <message>`.
  */
-import { type BrokerConfig, defaultBrokerConfig } from "../broker/config.ts";
+import { type BrokerConfig, defaultBrokerConfig, FSYNC_MODES } from "../broker/config.ts";
 import { ConfigError } from "../errors/errors.ts";
 
 const INT32_MAX = 2147483647;
@@ -145,6 +145,7 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "broker.id", flag: "broker-id", env: "BUNKA_BROKER_ID", apply: (c, v, o) => void (c.brokerId = parseInteger(v, o, 0, INT32_MAX)) },
   { fileKey: "log.format", flag: "log-format", env: "BUNKA_LOG_FORMAT", apply: (c, v, o) => void (c.logFormat = parseChoice(v, o, logFormats)) },
   { fileKey: "log.level", flag: "log-level", env: "BUNKA_LOG_LEVEL", apply: (c, v, o) => void (c.logLevel = parseChoice(v, o, logLevels)) },
+  { fileKey: "fsync.mode", flag: "fsync-mode", env: "BUNKA_FSYNC_MODE", apply: (c, v, o) => void (c.fsyncMode = parseChoice(v, o, FSYNC_MODES)) },
   // Apache Kafka property names, config file only.
   { fileKey: "socket.request.max.bytes", apply: (c, v, o) => void (c.socketRequestMaxBytes = parseInteger(v, o, 1, INT32_MAX)) },
   // -1 (any value <= 0) disables the idle check, as in Apache.

@@ -95,16 +95,19 @@ Flags (each also accepted as --flag=value):
   --config FILE                   config file, Java-properties syntax
   --log-format text|json          log line format on stderr                (default text)
   --log-level debug|info|warn|error                                        (default info)
+  --fsync-mode batched|per-file   batched: fsyncs requested together share one syncfs of the data
+                                  directory's file system (Linux); per-file: one fsync per file
+                                                                           (default batched)
   -h, --help                      print this help
 
 Environment variables (empty means unset):
   BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_BROKER_ID
-  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL
+  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE
   UV_THREADPOOL_SIZE  threads for file work, every fsync among it (when unset, serve re-executes
                       itself once with 16; Bun's own default is one per core)
 
 Config file: one key=value per line; blank lines and lines starting with # or ! are ignored. Keys:
-  data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, and these
+  data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, fsync.mode, and these
   Apache Kafka properties:
     socket.request.max.bytes          (default 104857600)
     connections.max.idle.ms           (default 600000; -1 never closes idle connections)

@@ -130,6 +130,8 @@ interface RequestSeries {
 }
 
 export type FsyncKind = "file" | "dir";
+/** How a batch of fsync requests was made durable (platform/batched-sync.ts). */
+export type FsyncBatchMethod = "syncfs" | "fsync";
 
 /** The metrics recorded as things happen. One per process, built by main.ts (no module-level state). */
 export class BrokerMetrics implements RequestObserver {
@@ -137,6 +139,10 @@ export class BrokerMetrics implements RequestObserver {
   private readonly fsyncs: Record<FsyncKind, Histogram> = {
     file: new Histogram(FSYNC_DURATION_BUCKETS_SECONDS),
     dir: new Histogram(FSYNC_DURATION_BUCKETS_SECONDS),
+  };
+  private readonly fsyncBatches: Record<FsyncBatchMethod, { batches: number; files: number }> = {
+    syncfs: { batches: 0, files: 0 },
+    fsync: { batches: 0, files: 0 },
   };
   requestBytes = 0;
   responseBytes = 0;
@@ -155,6 +161,12 @@ export class BrokerMetrics implements RequestObserver {
 
   onFsync(kind: FsyncKind, durationMs: number): void {
     this.fsyncs[kind].observe(durationMs / 1000);
+  }
+
+  /** A batch of fsync requests for `files` distinct files was made durable by `method`. */
+  onFsyncBatch(method: FsyncBatchMethod, files: number): void {
+    this.fsyncBatches[method].batches += 1;
+    this.fsyncBatches[method].files += files;
   }
 
   /** Size-prefixed request frame bytes handed to the broker (frames closed for their size are not counted). */
@@ -191,6 +203,14 @@ export class BrokerMetrics implements RequestObserver {
     out.family("bunka_fsync_duration_seconds", "histogram", "fsync latency of data files (kind=file) and directories (kind=dir).");
     out.histogram("bunka_fsync_duration_seconds", { kind: "file" }, this.fsyncs.file);
     out.histogram("bunka_fsync_duration_seconds", { kind: "dir" }, this.fsyncs.dir);
+    out.family(
+      "bunka_fsync_batches_total",
+      "counter",
+      "Batches of fsync requests (fsync.mode=batched): one syncfs of the data directory's file system (method=syncfs) or one fsync per file (method=fsync).",
+    );
+    for (const method of ["syncfs", "fsync"] as const) out.sample("bunka_fsync_batches_total", { method }, this.fsyncBatches[method].batches);
+    out.family("bunka_fsync_batch_files_total", "counter", "Distinct files in those batches, by method.");
+    for (const method of ["syncfs", "fsync"] as const) out.sample("bunka_fsync_batch_files_total", { method }, this.fsyncBatches[method].files);
   }
 }
 

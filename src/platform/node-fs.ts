@@ -10,12 +10,21 @@
  */
 import { writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
+import type { BatchedSync, SyncTarget } from "./batched-sync.ts";
 import type { FileHandle, FileStat, Fs, OpenMode } from "./fs.ts";
 
 class NodeFileHandle implements FileHandle {
   private endPosition: number;
-  constructor(private readonly handle: fsp.FileHandle, size: number) {
+  private readonly syncTarget: SyncTarget;
+  private readonly pendingSyncs = new Set<Promise<void>>();
+  constructor(
+    private readonly handle: fsp.FileHandle,
+    size: number,
+    dev: number,
+    private readonly batched: BatchedSync | undefined,
+  ) {
     this.endPosition = size;
+    this.syncTarget = { dev, fsync: () => handle.sync() };
   }
   async write(data: Uint8Array, position?: number): Promise<void> {
     let at = position ?? this.endPosition;
@@ -42,78 +51,102 @@ class NodeFileHandle implements FileHandle {
     this.endPosition = length;
   }
   async fsync(): Promise<void> {
-    await this.handle.sync();
+    if (this.batched === undefined) return this.handle.sync();
+    // A batched fsync starts at the end of the turn, or later: a close() called meanwhile must wait for it,
+    // as Node's FileHandle.close waits for an fsync already running.
+    const synced = this.batched.sync(this.syncTarget);
+    this.pendingSyncs.add(synced);
+    try {
+      await synced;
+    } finally {
+      this.pendingSyncs.delete(synced);
+    }
   }
   async size(): Promise<number> {
     return this.endPosition;
   }
   async close(): Promise<void> {
+    if (this.pendingSyncs.size > 0) await Promise.allSettled([...this.pendingSyncs]);
     await this.handle.close();
   }
 }
 
 const openFlags: Record<OpenMode, string> = { r: "r", rw: "a+", w: "w+" };
 
-export const nodeFs: Fs = {
-  async open(path: string, mode: OpenMode): Promise<FileHandle> {
-    // "a+" would force appends to the end on Linux regardless of position; open r+ and create first.
-    let handle: fsp.FileHandle;
-    if (mode === "rw") {
-      try {
-        handle = await fsp.open(path, "r+");
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-        handle = await fsp.open(path, "wx+").catch(async (e: NodeJS.ErrnoException) => {
-          if (e.code === "EEXIST") return fsp.open(path, "r+");
-          throw e;
-        });
+/**
+ * The real file system; with `batched`, fsyncs go through it (batched-sync.ts) instead of one fsync(2)
+ * per call.
+ */
+export function createNodeFs(batched?: BatchedSync): Fs {
+  return {
+    async open(path: string, mode: OpenMode): Promise<FileHandle> {
+      // "a+" would force appends to the end on Linux regardless of position; open r+ and create first.
+      let handle: fsp.FileHandle;
+      if (mode === "rw") {
+        try {
+          handle = await fsp.open(path, "r+");
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+          handle = await fsp.open(path, "wx+").catch(async (e: NodeJS.ErrnoException) => {
+            if (e.code === "EEXIST") return fsp.open(path, "r+");
+            throw e;
+          });
+        }
+      } else {
+        handle = await fsp.open(path, openFlags[mode]);
       }
-    } else {
-      handle = await fsp.open(path, openFlags[mode]);
-    }
-    let size: number;
-    try {
-      ({ size } = await handle.stat());
-    } catch (error) {
-      // Nobody else holds the handle yet: close it here, or the garbage collector would.
-      await handle.close().catch(() => undefined);
-      throw error;
-    }
-    return new NodeFileHandle(handle, size);
-  },
-  async readFile(path: string): Promise<Uint8Array> {
-    return new Uint8Array(await fsp.readFile(path));
-  },
-  async rename(from: string, to: string): Promise<void> {
-    await fsp.rename(from, to);
-  },
-  async fsyncDir(path: string): Promise<void> {
-    const handle = await fsp.open(path, "r");
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-  },
-  async mkdirp(path: string): Promise<void> {
-    await fsp.mkdir(path, { recursive: true });
-  },
-  async readdir(path: string): Promise<string[]> {
-    return (await fsp.readdir(path)).sort();
-  },
-  async unlink(path: string): Promise<void> {
-    await fsp.unlink(path);
-  },
-  async rmrf(path: string): Promise<void> {
-    await fsp.rm(path, { recursive: true, force: true });
-  },
-  async stat(path: string): Promise<FileStat | undefined> {
-    try {
-      const s = await fsp.stat(path);
-      return { size: s.size, isDirectory: s.isDirectory(), mtimeMs: s.mtimeMs };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
-  },
-};
+      let size: number;
+      let dev: number;
+      try {
+        ({ size, dev } = await handle.stat());
+      } catch (error) {
+        // Nobody else holds the handle yet: close it here, or the garbage collector would.
+        await handle.close().catch(() => undefined);
+        throw error;
+      }
+      return new NodeFileHandle(handle, size, dev, batched);
+    },
+    async readFile(path: string): Promise<Uint8Array> {
+      return new Uint8Array(await fsp.readFile(path));
+    },
+    async rename(from: string, to: string): Promise<void> {
+      await fsp.rename(from, to);
+    },
+    async fsyncDir(path: string): Promise<void> {
+      const handle = await fsp.open(path, "r");
+      try {
+        if (batched === undefined) await handle.sync();
+        else {
+          const { dev } = await handle.stat();
+          await batched.sync({ dev, fsync: () => handle.sync() });
+        }
+      } finally {
+        await handle.close();
+      }
+    },
+    async mkdirp(path: string): Promise<void> {
+      await fsp.mkdir(path, { recursive: true });
+    },
+    async readdir(path: string): Promise<string[]> {
+      return (await fsp.readdir(path)).sort();
+    },
+    async unlink(path: string): Promise<void> {
+      await fsp.unlink(path);
+    },
+    async rmrf(path: string): Promise<void> {
+      await fsp.rm(path, { recursive: true, force: true });
+    },
+    async stat(path: string): Promise<FileStat | undefined> {
+      try {
+        const s = await fsp.stat(path);
+        return { size: s.size, isDirectory: s.isDirectory(), mtimeMs: s.mtimeMs };
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+        throw error;
+      }
+    },
+  };
+}
+
+/** The real file system with one fsync(2) per call. */
+export const nodeFs: Fs = createNodeFs();

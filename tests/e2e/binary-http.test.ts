@@ -93,6 +93,10 @@ describe.skipIf(!CAN_RUN_BINARY)(`binary (${HOST_TARGET}) HTTP side-port`, () =>
       expect(text).toContain("bunka_ready 1");
       // Creating the cluster metadata at start-up fsynced files and directories through the timed Fs.
       expect(Number(text.match(/^bunka_fsync_duration_seconds_count\{kind="dir"\} (\d+)$/m)?.[1])).toBeGreaterThan(0);
+      // ... and through the batches of fsync.mode=batched, the default (one fsync per file for start-up's
+      // one-at-a-time writes).
+      expect(Number(text.match(/^bunka_fsync_batches_total\{method="fsync"\} (\d+)$/m)?.[1])).toBeGreaterThan(0);
+      expect(text).toMatch(/^bunka_fsync_batches_total\{method="syncfs"\} \d+$/m);
 
       const cluster = (await (await fetch(`${running.http}/v1/cluster`)).json()) as { features: unknown };
       expect(cluster).toMatchObject({ brokerId: 0, version: pkg.version, brokers: [{ brokerId: 0, port: running.kafkaPort }] });

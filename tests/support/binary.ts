@@ -141,6 +141,8 @@ export class BunkaProcess {
     readonly startMs: number,
     /** Milliseconds from spawn to the start-up line (includes recovery). */
     readonly startupMs: number,
+    /** The HTTP side-port, `http://host:port`, as the start-up line names it. */
+    readonly http: string,
   ) {
     this.exited = proc.exited.then((code) => {
       this.exitCode = code;
@@ -251,7 +253,8 @@ async function startOnce(opts: BunkaStartOptions, host: string, port: number): P
       stderr: readFrom(opts.logFile, logFrom) + (stdoutText() ? `\n(stdout: ${stdoutText()})` : ""),
     };
   }
-  const bunka = new BunkaProcess(proc, result[1]!, Number(result[2]), startMs, Date.now() - startMs);
+  const http = `http://${result[0].match(/ http=(\S+)/)?.[1] ?? "unknown"}`;
+  const bunka = new BunkaProcess(proc, result[1]!, Number(result[2]), startMs, Date.now() - startMs, http);
   track(bunka);
   return { kind: "started", process: bunka };
 }

@@ -94,6 +94,15 @@ describe("flags", () => {
     for (const level of ["debug", "info", "warn", "error"] as const) expect(parse(["--log-level", level]).logLevel).toBe(level);
   });
 
+  test("fsync.mode: batched by default, per-file from the flag, the environment or the file; nothing else", () => {
+    expect(parse([]).fsyncMode).toBe("batched");
+    expect(parse(["--fsync-mode", "per-file"]).fsyncMode).toBe("per-file");
+    expect(parse([], { BUNKA_FSYNC_MODE: "per-file" }).fsyncMode).toBe("per-file");
+    expect(parse(["--config", "/c"], {}, files({ "/c": "fsync.mode=per-file\n" })).fsyncMode).toBe("per-file");
+    expect(parse(["--fsync-mode=batched"], { BUNKA_FSYNC_MODE: "per-file" }).fsyncMode).toBe("batched");
+    expect(configError(() => parse(["--fsync-mode", "never"]))).toContain("batched|per-file");
+  });
+
   test("the last of a repeated flag wins", () => {
     expect(parse(["--broker-id", "1", "--broker-id", "2"]).brokerId).toBe(2);
   });
@@ -409,10 +418,10 @@ describe("runCli", () => {
       const c = cli();
       expect(await runCli(argv, c.deps)).toBe(0);
       const help = c.stdout();
-      for (const flag of ["--data-dir", "--listen", "--advertised-listener", "--http", "--broker-id", "--config", "--log-format", "--log-level"]) {
+      for (const flag of ["--data-dir", "--listen", "--advertised-listener", "--http", "--broker-id", "--config", "--log-format", "--log-level", "--fsync-mode"]) {
         expect(help).toContain(flag);
       }
-      for (const v of ["BUNKA_DATA_DIR", "BUNKA_LISTEN", "BUNKA_ADVERTISED_LISTENER", "BUNKA_HTTP", "BUNKA_BROKER_ID", "BUNKA_CONFIG", "BUNKA_LOG_FORMAT", "BUNKA_LOG_LEVEL"]) {
+      for (const v of ["BUNKA_DATA_DIR", "BUNKA_LISTEN", "BUNKA_ADVERTISED_LISTENER", "BUNKA_HTTP", "BUNKA_BROKER_ID", "BUNKA_CONFIG", "BUNKA_LOG_FORMAT", "BUNKA_LOG_LEVEL", "BUNKA_FSYNC_MODE"]) {
         expect(help).toContain(v);
       }
       expect(help).toContain("flags > environment variables > config file > defaults");

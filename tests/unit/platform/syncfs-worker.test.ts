@@ -1,0 +1,54 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SyncfsError, spawnSyncfsWorker, startSyncfsSyncer, WorkerSyncer } from "../../../src/platform/syncfs-worker.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "bunka-syncfs-"));
+  dirs.push(dir);
+  return dir;
+}
+
+describe.if(process.platform === "linux")("the syncfs worker", () => {
+  test("starts on a directory's file system, syncs it, and refuses calls once closed", async () => {
+    const dir = tempDir();
+    const start = await startSyncfsSyncer(dir);
+    if (start.syncer === undefined) throw new Error(`no syncfs here: ${start.reason}`);
+    const { syncer } = start;
+    expect(syncer.dev).toBe(statSync(dir).dev);
+    await Bun.write(join(dir, "file"), "some bytes");
+    // Several calls in flight at once all complete.
+    await Promise.all([syncer.syncAll(), syncer.syncAll(), syncer.syncAll()]);
+    syncer.close();
+    await expect(syncer.syncAll()).rejects.toThrow("stopped");
+  });
+
+  test("a failed syncfs is an error naming the call, the errno and the directory", async () => {
+    const spawned = await spawnSyncfsWorker();
+    if (spawned.worker === undefined) throw new Error(`no syncfs here: ${spawned.reason}`);
+    // A descriptor number nothing has open: syncfs answers EBADF (9).
+    const syncer = new WorkerSyncer(spawned.worker, 1_000_000, 0, "/nowhere");
+    try {
+      const error = await syncer.syncAll().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(SyncfsError);
+      expect((error as SyncfsError).call).toBe("syncfs");
+      expect((error as SyncfsError).errno).toBe(9);
+      expect((error as SyncfsError).message).toContain("/nowhere");
+    } finally {
+      syncer.close();
+    }
+  });
+
+  test("a missing directory is an error, not a silent fallback", async () => {
+    await expect(startSyncfsSyncer(join(tempDir(), "missing"))).rejects.toThrow("ENOENT");
+  });
+});
