@@ -108,9 +108,13 @@ export class WorkerSyncer implements FilesystemSyncer {
 
   /** Stops the worker; calls still running are rejected. */
   close(): void {
+    const busy = this.waiting.length > 0;
     this.fail(new Error("the syncfs worker was stopped"));
     this.worker.terminate();
-    // The pending read (if any) ends with the write end: end of file.
+    // A worker inside syncfs finishes the call before it stops, then writes its answer to the pipe's
+    // descriptor number: closed now, that number could by then name a file opened since. So with a call
+    // running the descriptors stay open (close() runs at shutdown, just before the process exits).
+    if (busy) return;
     for (const fd of [this.replyWriteFd, this.anchorFd]) {
       try {
         closeSync(fd);
@@ -118,7 +122,7 @@ export class WorkerSyncer implements FilesystemSyncer {
         // Only a descriptor that is already gone fails to close; nothing was written through it.
       }
     }
-    if (!this.reading) this.closeReadEnd();
+    this.closeReadEnd();
   }
 
   /** One read per answer, one at a time: each read takes exactly one answer off the pipe. */

@@ -29,6 +29,14 @@ describe.if(process.platform === "linux")("the syncfs worker", () => {
     await expect(syncer.syncAll()).rejects.toThrow("stopped");
   });
 
+  test("close() with a call running rejects it", async () => {
+    const start = await startSyncfsSyncer(tempDir());
+    if (start.syncer === undefined) throw new Error(`no syncfs here: ${start.reason}`);
+    const running = start.syncer.syncAll();
+    start.syncer.close();
+    await expect(running).rejects.toThrow("stopped");
+  });
+
   test("a failed syncfs is an error naming the call, the errno and the directory", async () => {
     const spawned = await spawnSyncfsWorker();
     if (spawned.worker === undefined) throw new Error(`no syncfs here: ${spawned.reason}`);
