@@ -16,6 +16,7 @@
  *   fsynced, a crash brings the whole directory back with its durable content.
  *
  * Fault injection: `failNextFsync`, `failNextWrite` (optionally torn: some bytes land before the error),
+ * `failNextTruncate`,
  * `enospcAfterBytes` (a full disk), and `haltAfterOps` (the process dies after N more operations: every
  * later call throws, so a test can crash between any two steps of an algorithm and check what survived).
  *
@@ -88,6 +89,7 @@ export class MemoryFs implements Fs {
   private generation = 0;
   private writeFaults: PendingWriteFault[] = [];
   private fsyncFaults: PendingFsyncFault[] = [];
+  private truncateFaults: PendingFault[] = [];
   private bytesUntilEnospc: number | undefined;
   private opsUntilHalt: number | undefined;
   /** Every operation, in order ("fsync /d/f", "rename /a /b", ...), so tests can assert ordering. */
@@ -113,6 +115,11 @@ export class MemoryFs implements Fs {
     this.writeFaults.push({ pathPrefix: pathPrefix === undefined ? undefined : norm(pathPrefix), tornBytes: options.torn ?? 0 });
   }
 
+  /** The next handle truncate under `pathPrefix` fails with EIO, leaving the file as it was. */
+  failNextTruncate(pathPrefix?: string): void {
+    this.truncateFaults.push({ pathPrefix: pathPrefix === undefined ? undefined : norm(pathPrefix) });
+  }
+
   /**
    * After `n` more bytes have been written (over all files), writes fail with ENOSPC; the write that
    * crosses the limit lands partially. Stays full until `clearFaults()` (or a new call).
@@ -129,6 +136,7 @@ export class MemoryFs implements Fs {
   clearFaults(): void {
     this.writeFaults = [];
     this.fsyncFaults = [];
+    this.truncateFaults = [];
     this.bytesUntilEnospc = undefined;
     this.opsUntilHalt = undefined;
   }
@@ -296,6 +304,14 @@ export class MemoryFs implements Fs {
   }
 
   /** @internal */
+  maybeFailTruncate(path: string): void {
+    const index = this.truncateFaults.findIndex((f) => matches(f, path));
+    if (index < 0) return;
+    this.truncateFaults.splice(index, 1);
+    throw new MemoryFsError("EIO", "ftruncate", path);
+  }
+
+  /** @internal */
   now(): number {
     return this.nowMs();
   }
@@ -370,6 +386,7 @@ class MemoryFileHandle implements FileHandle {
 
   async truncate(length: number): Promise<void> {
     this.enter(`truncate ${this.path} ${length}`, "ftruncate");
+    this.fs.maybeFailTruncate(this.path);
     if (length > this.node.length) {
       this.reserve(length);
       this.node.data.fill(0, this.node.length, length);

@@ -199,6 +199,21 @@ describe("MemoryFs fault injection", () => {
     expect((await fs.readFile("/b")).length).toBe(0);
   });
 
+  test("failNextTruncate fails only the next matching truncate and leaves the file as it was", async () => {
+    const fs = new MemoryFs();
+    const a = await fs.open("/a", "w");
+    const b = await fs.open("/b", "w");
+    await a.write(bytes("abcdef"));
+    await b.write(bytes("abcdef"));
+    fs.failNextTruncate("/b");
+    await a.truncate(2);
+    expect(await codeOf(b.truncate(2))).toBe("EIO");
+    expect(text(await fs.readFile("/a"))).toBe("ab");
+    expect(text(await fs.readFile("/b"))).toBe("abcdef");
+    await b.truncate(3);
+    expect(text(await fs.readFile("/b"))).toBe("abc");
+  });
+
   test("enospcAfterBytes lets the crossing write land partially and keeps the disk full", async () => {
     const fs = new MemoryFs();
     const h = await fs.open("/f", "w");

@@ -294,27 +294,11 @@ describe("OffsetStore", () => {
 
   test("a failed write whose bytes could not be cut off is cut before the next record (no false corruption)", async () => {
     const fs = new MemoryFs();
-    let failTruncates = 0;
-    const flaky: Fs = Object.create(fs, {
-      open: {
-        value: async (path: string, mode: "r" | "rw" | "w"): Promise<FileHandle> => {
-          const handle = await fs.open(path, mode);
-          return {
-            write: (data, position) => handle.write(data, position),
-            read: (length, position) => handle.read(length, position),
-            truncate: (length) => (failTruncates > 0 ? (failTruncates--, Promise.reject(new Error("EIO: truncate"))) : handle.truncate(length)),
-            fsync: () => handle.fsync(),
-            size: () => handle.size(),
-            close: () => handle.close(),
-          };
-        },
-      },
-    });
-    const store = await OffsetStore.open(flaky, DATA);
+    const store = await OffsetStore.open(fs, DATA);
     await store.mutate(6, (d) => d.commit("g", [entry("t", 0, 1)]));
     // A long record lands whole, then the write reports EIO, and the cut-off fails too.
     fs.failNextWrite(offsetsJournalPath(DATA, 6), { torn: 1 << 20 });
-    failTruncates = 1;
+    fs.failNextTruncate(offsetsJournalPath(DATA, 6));
     await expect(store.mutate(6, (d) => d.commit("g", [entry("t", 0, 2, "m".repeat(400))]))).rejects.toThrow();
     // A shorter record next: written over the failed one's first bytes, with its tail cut first.
     await store.mutate(6, (d) => d.commit("g", [entry("t", 0, 3)]));

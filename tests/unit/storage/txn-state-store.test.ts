@@ -502,29 +502,13 @@ describe("write failures", () => {
 
   test("a failed write whose bytes could not be cut off is cut before the next record (no false corruption)", async () => {
     const fs = new MemoryFs();
-    let failTruncates = 0;
-    const flaky: Fs = Object.create(fs, {
-      open: {
-        value: async (path: string, mode: OpenMode): Promise<FileHandle> => {
-          const handle = await fs.open(path, mode);
-          return {
-            write: (data, position) => handle.write(data, position),
-            read: (length, position) => handle.read(length, position),
-            truncate: (length) => (failTruncates > 0 ? (failTruncates--, Promise.reject(new Error("EIO: truncate"))) : handle.truncate(length)),
-            fsync: () => handle.fsync(),
-            size: () => handle.size(),
-            close: () => handle.close(),
-          };
-        },
-      },
-    });
-    const store = await TxnStateStore.open(flaky, DATA, { slotOf });
+    const store = await TxnStateStore.open(fs, DATA, { slotOf });
     await store.update("a", () => entry("a", 0));
     // A long record (an id of 400 characters in the same slot) lands whole, then the write reports EIO,
     // and the cut-off fails too.
     const [long] = idsInSlot(slotOf("a"), 1, "x".repeat(400));
     fs.failNextWrite(txnJournalPath(DATA, slotOf("a")), { torn: 1 << 20 });
-    failTruncates = 1;
+    fs.failNextTruncate(txnJournalPath(DATA, slotOf("a")));
     await expect(store.update(long!, () => entry(long!, 0))).rejects.toThrow(/EIO/);
     // A shorter record next: written over the failed one's first bytes, with its tail cut first.
     await store.update("a", bumpEpoch);
