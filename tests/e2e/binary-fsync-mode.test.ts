@@ -9,10 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
-import { buildBatch } from "../support/batch-builder.ts";
 import { BunkaProcess, ensureBunkaBinary, killAllBunkaProcesses, removeTempDir } from "../support/binary.ts";
-import { WireClient } from "../support/wire-client.ts";
+import { produceToEveryPartitionAtOnce } from "../support/wide-load.ts";
 
 const TIMEOUT = 120_000;
 let binary: string;
@@ -27,39 +25,6 @@ afterAll(async () => {
   removeTempDir(dir);
 });
 
-/** Writes 20 rounds of one 1 KiB record to each of 16 partitions, all partitions at once, acks=-1. */
-async function produceWide(broker: BunkaProcess): Promise<void> {
-  const client = await WireClient.connect(broker.port);
-  const created = await client.request(19, 7, {
-    topics: [{ name: "wide", numPartitions: 16, replicationFactor: 1, assignments: [], configs: [] }],
-    timeoutMs: 5000,
-  });
-  expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
-  const clients = await Promise.all(Array.from({ length: 16 }, () => WireClient.connect(broker.port)));
-  for (let round = 0; round < 20; round++) {
-    const answers = await Promise.all(
-      clients.map((c, partition) =>
-        c.request(0, 9, {
-          transactionalId: null,
-          acks: -1,
-          timeoutMs: 5000,
-          topicData: [{ name: "wide", partitionData: [{ index: partition, records: buildBatch({ records: [{ value: "x".repeat(1024) }] }) }] }],
-        }),
-      ),
-    );
-    for (const answer of answers) expect(answer.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NONE);
-  }
-  // Every record is there, at the offset its round gave it.
-  const fetched = await client.request(2, 7, {
-    replicaId: -1,
-    isolationLevel: 0,
-    topics: [{ name: "wide", partitions: Array.from({ length: 16 }, (_, index) => ({ partitionIndex: index, currentLeaderEpoch: -1, timestamp: -1 })) }],
-  });
-  for (const p of fetched.topics[0].partitions) expect(Number(p.offset)).toBe(20);
-  for (const c of clients) c.close();
-  client.close();
-}
-
 async function counter(broker: BunkaProcess, name: string, method: string): Promise<number> {
   const text = await (await fetch(`${broker.http}/metrics`)).text();
   const match = text.match(new RegExp(`^${name}\\{method="${method}"\\} (\\d+)$`, "m"));
@@ -73,7 +38,7 @@ describe.skipIf(process.platform !== "linux")("fsync.mode", () => {
     async () => {
       const broker = await BunkaProcess.start({ binary, dataDir: join(dir, "batched"), logFile: join(dir, "batched.log") });
       try {
-        await produceWide(broker);
+        await produceToEveryPartitionAtOnce(broker.port, "wide", 16, 20);
         const batches = await counter(broker, "bunka_fsync_batches_total", "syncfs");
         const files = await counter(broker, "bunka_fsync_batch_files_total", "syncfs");
         expect(batches).toBeGreaterThan(0);
@@ -98,7 +63,7 @@ describe.skipIf(process.platform !== "linux")("fsync.mode", () => {
         args: ["--fsync-mode", "per-file"],
       });
       try {
-        await produceWide(broker);
+        await produceToEveryPartitionAtOnce(broker.port, "wide", 16, 20);
         expect(await counter(broker, "bunka_fsync_batches_total", "syncfs")).toBe(0);
         expect(await counter(broker, "bunka_fsync_batches_total", "fsync")).toBe(0);
         const text = await (await fetch(`${broker.http}/metrics`)).text();

@@ -8,10 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
-import { buildBatch } from "../support/batch-builder.ts";
 import { BunkaProcess, ensureBunkaBinary, killAllBunkaProcesses, removeTempDir } from "../support/binary.ts";
-import { WireClient } from "../support/wire-client.ts";
+import { produceToEveryPartitionAtOnce } from "../support/wide-load.ts";
 
 const TIMEOUT = 120_000;
 const onLinux = process.platform === "linux" && existsSync("/proc/self/environ");
@@ -58,6 +56,8 @@ describe.skipIf(!onLinux)("I/O threads", () => {
         dataDir: join(dir, "default"),
         logFile: join(dir, "default.log"),
         env: { UV_THREADPOOL_SIZE: undefined, BUNKA_IO_TEST_MARKER: "kept" },
+        // One fsync per file on the pool: batched mode would make the 16 partitions' fsyncs one syncfs.
+        args: ["--fsync-mode", "per-file"],
       });
       try {
         // The process that printed the start-up line is the one we spawned: execve kept the pid.
@@ -67,29 +67,8 @@ describe.skipIf(!onLinux)("I/O threads", () => {
 
         // 16 partitions written with acks=-1 by 16 connections at once: more fsyncs wait than there are
         // cores, so the pool grows past the default (one thread per core).
-        const client = await WireClient.connect(broker.port);
-        const created = await client.request(19, 7, {
-          topics: [{ name: "wide", numPartitions: 16, replicationFactor: 1, assignments: [], configs: [] }],
-          timeoutMs: 5000,
-        });
-        expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
-        const clients = await Promise.all(Array.from({ length: 16 }, () => WireClient.connect(broker.port)));
-        for (let round = 0; round < 20; round++) {
-          const answers = await Promise.all(
-            clients.map((c, partition) =>
-              c.request(0, 9, {
-                transactionalId: null,
-                acks: -1,
-                timeoutMs: 5000,
-                topicData: [{ name: "wide", partitionData: [{ index: partition, records: buildBatch({ records: [{ value: "x".repeat(1024) }] }) }] }],
-              }),
-            ),
-          );
-          for (const answer of answers) expect(answer.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NONE);
-        }
+        await produceToEveryPartitionAtOnce(broker.port, "wide", 16, 20);
         expect(poolThreads(broker.pid)).toBeGreaterThan(2);
-        for (const c of clients) c.close();
-        client.close();
       } finally {
         broker.proc.kill("SIGTERM");
         expect(await broker.exited).toBe(0);
