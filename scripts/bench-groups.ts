@@ -36,15 +36,17 @@ import { resolve } from "node:path";
 import { KAFKA_VERSION } from "../tests/support/apache-kafka.ts";
 import { assignment as encodeAssignment, subscription } from "../tests/support/consumer-protocol.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
-import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
+import { ErrorCode } from "../src/errors/generated/error-codes.ts";
 import {
   type Broker,
   type BrokerKind,
   BUSY_PCT,
   capture,
+  connect,
   type CpuReport,
   ensureBunkaBinary,
   environment,
+  errName,
   fmtNum,
   fmtRss,
   installSignalHandlers,
@@ -53,7 +55,6 @@ import {
   log,
   markdownTable,
   missingApis,
-  onCleanup,
   runCleanups,
   sleep,
   startBunkaBroker,
@@ -199,7 +200,6 @@ function versionsFor(broker: Broker, commitVersion: number): Versions {
   return v;
 }
 
-const errName = (code: number) => errorInfoByCode.get(code)?.name ?? `error ${code}`;
 
 class ProtocolError extends Error {}
 
@@ -222,13 +222,6 @@ async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-async function connect(broker: Broker, clientId: string): Promise<WireClient> {
-  const c = await WireClient.connect(broker.port, broker.host, clientId);
-  const undo = onCleanup(`connection ${clientId}`, () => c.close());
-  void c.closed.then(undo);
-  return c;
 }
 
 async function createTopic(c: WireClient, v: Versions, name: string, partitions: number): Promise<void> {

@@ -33,12 +33,13 @@
  * and on Ctrl-C; every tool run is bounded by --timeout.
  */
 import { tmpdir } from "node:os";
-import { ensureKafkaLibs, KAFKA_VERSION, runKafkaTool, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
+import { ensureKafkaLibs, KAFKA_VERSION, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
 import {
   type Broker,
   type BrokerKind,
   BUSY_PCT,
   type CpuReport,
+  createTopicWithTool,
   ensureBunkaBinary,
   environment,
   fmtNum,
@@ -229,15 +230,6 @@ function producerProps(broker: Broker, idempotent: boolean): string[] {
   return [`bootstrap.servers=${broker.bootstrap}`, "acks=all", ...(idempotent ? [] : ["enable.idempotence=false"]), "client.id=bench-producer"];
 }
 
-async function createTopic(broker: Broker, s: Scenario): Promise<void> {
-  const r = await runKafkaTool(
-    "kafka-topics",
-    ["--bootstrap-server", broker.bootstrap, "--create", "--topic", s.topic, "--partitions", String(s.partitions), "--replication-factor", "1"],
-    { timeoutMs: 60_000 },
-  );
-  if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${firstError({ ...r, cpuMicros: 0, timedOut: r.code === 124 })}`);
-}
-
 async function runScenario(broker: Broker, s: Scenario, opts: Options, idempotentDefault: boolean, produced: Map<ScenarioId, number>): Promise<Outcome> {
   const label = `${broker.kind} ${s.id}`;
   const idempotent = s.withoutIdempotenceOf === undefined && idempotentDefault;
@@ -247,7 +239,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
 
   if (s.kind === "produce") {
     try {
-      await createTopic(broker, s);
+      await createTopicWithTool(broker, s.topic, s.partitions);
     } catch (e) {
       return { ok: false, error: (e as Error).message };
     }

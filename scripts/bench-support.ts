@@ -7,7 +7,19 @@
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism, release } from "node:os";
 import { join } from "node:path";
-import { type ApacheKafka, ensureKafkaLibs, javaBin, KAFKA_VERSION, LOG4J_CONFIG, probeBrokerCount, REPO_ROOT, startApacheKafka } from "../tests/support/apache-kafka.ts";
+import {
+  type ApacheKafka,
+  ensureKafkaLibs,
+  javaBin,
+  KAFKA_VERSION,
+  LOG4J_CONFIG,
+  probeBrokerCount,
+  REPO_ROOT,
+  runKafkaTool,
+  startApacheKafka,
+} from "../tests/support/apache-kafka.ts";
+import { WireClient } from "../tests/support/wire-client.ts";
+import { errorInfoByCode } from "../src/errors/generated/error-codes.ts";
 import { buildTarget, outfileFor } from "./build.ts";
 
 export type BrokerKind = "kafka" | "bunka";
@@ -361,6 +373,27 @@ export interface Broker {
   logTail(): string;
   alive(): boolean;
   stop(): Promise<void>;
+}
+
+/** A raw-protocol connection to `broker`, closed by the cleanups if it is still open then. */
+export async function connect(broker: Broker, clientId: string): Promise<WireClient> {
+  const c = await WireClient.connect(broker.port, broker.host, clientId);
+  const undo = onCleanup(`connection ${clientId}`, () => c.close());
+  void c.closed.then(undo);
+  return c;
+}
+
+/** An error code's Apache name, for messages. */
+export const errName = (code: number): string => errorInfoByCode.get(code)?.name ?? `error ${code}`;
+
+/** Creates `topic` with kafka-topics.sh (Apache's own tool, against either broker). */
+export async function createTopicWithTool(broker: Broker, topic: string, partitions: number): Promise<void> {
+  const r = await runKafkaTool(
+    "kafka-topics",
+    ["--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", String(partitions), "--replication-factor", "1"],
+    { timeoutMs: 60_000 },
+  );
+  if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
 }
 
 /** A fresh single-node Apache Kafka; `serverProperties` override server.properties entries (default: none). */

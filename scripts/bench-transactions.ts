@@ -35,17 +35,20 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ensureKafkaLibs, javaBin, KAFKA_VERSION, REPO_ROOT, runKafkaTool } from "../tests/support/apache-kafka.ts";
+import { ensureKafkaLibs, javaBin, KAFKA_VERSION, REPO_ROOT } from "../tests/support/apache-kafka.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
-import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
+import { ErrorCode } from "../src/errors/generated/error-codes.ts";
 import {
   type Broker,
   type BrokerKind,
   BUSY_PCT,
   capture,
+  connect,
   type CpuReport,
+  createTopicWithTool,
   ensureBunkaBinary,
   environment,
+  errName,
   fmtNum,
   fmtRss,
   installSignalHandlers,
@@ -54,7 +57,6 @@ import {
   label,
   log,
   markdownTable,
-  onCleanup,
   ratio,
   runCleanups,
   runJavaTool,
@@ -313,20 +315,12 @@ const NEEDED: [number, string][] = [
   [API.AddPartitionsToTxn, "AddPartitionsToTxn"],
   [API.EndTxn, "EndTxn"],
 ];
-const errName = (code: number) => errorInfoByCode.get(code)?.name ?? `error ${code}`;
 const RETRIABLE = new Set<number>([
   ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
   ErrorCode.COORDINATOR_NOT_AVAILABLE,
   ErrorCode.NOT_COORDINATOR,
   ErrorCode.CONCURRENT_TRANSACTIONS,
 ]);
-
-async function connect(broker: Broker, clientId: string): Promise<WireClient> {
-  const c = await WireClient.connect(broker.port, broker.host, clientId);
-  const undo = onCleanup(`connection ${clientId}`, () => c.close());
-  void c.closed.then(undo);
-  return c;
-}
 
 /** What transaction.version the broker finalizes (ApiVersions v3): the Java client uses EndTxn v5 (KIP-890) at 2. */
 async function transactionVersion(broker: Broker): Promise<string> {
@@ -480,15 +474,6 @@ function scenariosFor(opts: Options, ids: number[]): { groups: Scenario[][] } {
   return { groups: groups.filter((g) => g.length > 0) };
 }
 
-async function createTopic(broker: Broker): Promise<void> {
-  const r = await runKafkaTool(
-    "kafka-topics",
-    ["--bootstrap-server", broker.bootstrap, "--create", "--topic", TOPIC, "--partitions", String(PARTITIONS), "--replication-factor", "1"],
-    { timeoutMs: 60_000 },
-  );
-  if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
-}
-
 async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }): Promise<Outcome> {
   const watch = watchPeakRss(broker.pid);
   const cpu = watchCpu(broker.pid);
@@ -587,7 +572,7 @@ async function runBroker(kind: BrokerKind, opts: Options, bunkaBinary: string | 
       }
       txnVersion ??= await transactionVersion(broker).catch((e: Error) => `transaction.version unknown (${e.message})`);
       try {
-        await createTopic(broker);
+        await createTopicWithTool(broker, TOPIC, PARTITIONS);
       } catch (e) {
         for (const s of group) results.set(s.id, { ok: false, error: (e as Error).message });
         continue;
