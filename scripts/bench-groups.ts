@@ -53,13 +53,12 @@ import {
   isInterrupted,
   label,
   log,
-  markdownTable,
   missingApis,
   runCleanups,
   sleep,
   startBunkaBroker,
   startKafkaBroker,
-  textTable,
+  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
@@ -1038,21 +1037,19 @@ async function main(): Promise<number> {
   }
   meta.push("ratio = bunka / Kafka: above 1 is better for commits/s, below 1 is better for latencies, rebalance times and RSS");
 
-  const out: string[] = ["", `Consumer-group benchmark: Apache Kafka ${KAFKA_VERSION} vs bunka`, "", ...meta, "", textTable(header, table)];
-  if (errors.length) out.push("", ...errors);
-  out.push("", ...details);
-  out.push(
-    "",
-    "---- markdown (for docs/benchmarks.md) ----",
-    "",
-    `#### ${env.date.slice(0, 10)}${kinds.length === 1 ? ` (${label(kinds[0]!)} only)` : ""}`,
-    "",
-    ...meta.map((m) => `- ${m}`),
-    "",
-    markdownTable(header, table),
+  process.stdout.write(
+    renderReport({
+      title: `Consumer-group benchmark: Apache Kafka ${KAFKA_VERSION} vs bunka`,
+      date: env.date,
+      headingLevel: 4,
+      kinds,
+      meta,
+      header,
+      rows: table,
+      errors,
+      details,
+    }),
   );
-  if (errors.length || details.length) out.push("", ...errors.map((e) => `- ${e}`), ...details.map((d) => `- ${d}`));
-  process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }
 

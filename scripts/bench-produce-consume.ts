@@ -49,14 +49,13 @@ import {
   type JavaToolRun,
   label,
   log,
-  markdownTable,
   missingApis,
   ratio,
   runCleanups,
   runJavaTool,
   startBunkaBroker,
   startKafkaBroker,
-  textTable,
+  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
@@ -567,24 +566,20 @@ async function main(): Promise<number> {
 
   const skewed = [...results.kafka.values(), ...results.bunka.values()].some((o) => o.ok && o.cpu.otherPct >= BUSY_PCT);
   if (skewed) meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that scenario: the number is skewed, run again on a quiet machine`);
-  const text = textTable(header, rows);
-  const out: string[] = ["", "Produce/consume benchmark: Apache Kafka vs bunka", "", ...meta, "", text];
-  if (overhead.length) out.push("", ...overhead);
-  if (errors.length) out.push("", ...errors);
-  out.push("", ...details);
-  out.push(
-    "",
-    "---- markdown (for docs/benchmarks.md) ----",
-    "",
-    `### ${env.date.slice(0, 10)}${kinds.length === 1 ? ` (${label(kinds[0]!)} only)` : ""}`,
-    "",
-    ...meta.map((m) => `- ${m}`),
-    "",
-    markdownTable(header, rows),
+  process.stdout.write(
+    renderReport({
+      title: "Produce/consume benchmark: Apache Kafka vs bunka",
+      date: env.date,
+      headingLevel: 3,
+      kinds,
+      meta,
+      header,
+      rows,
+      notes: overhead,
+      errors,
+      details,
+    }),
   );
-  if (overhead.length) out.push("", ...overhead.map((o) => `- ${o}`));
-  if (errors.length || details.length) out.push("", ...errors.map((e) => `- ${e}`), ...details.map((d) => `- ${d}`));
-  process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }
 

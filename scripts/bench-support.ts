@@ -603,3 +603,41 @@ export function markdownTable(header: string[], rows: string[][]): string {
   const line = (r: string[]) => `| ${r.join(" | ")} |`;
   return [line(header), `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`, ...rows.map(line)].join("\n");
 }
+
+export interface Report {
+  title: string;
+  /** The run's date (ISO), for the markdown heading. */
+  date: string;
+  /** `#` characters of that heading. */
+  headingLevel: number;
+  kinds: readonly BrokerKind[];
+  meta: string[];
+  header: string[];
+  rows: string[][];
+  /** Extra lines after the table (e.g. derived ratios), in both forms. */
+  notes?: string[];
+  errors: string[];
+  details: string[];
+}
+
+/** The results for stdout: a text table, then the same as markdown for docs/benchmarks.md. */
+export function renderReport(r: Report): string {
+  const notes = r.notes ?? [];
+  const out: string[] = ["", r.title, "", ...r.meta, "", textTable(r.header, r.rows)];
+  if (notes.length) out.push("", ...notes);
+  if (r.errors.length) out.push("", ...r.errors);
+  out.push("", ...r.details);
+  out.push(
+    "",
+    "---- markdown (for docs/benchmarks.md) ----",
+    "",
+    `${"#".repeat(r.headingLevel)} ${r.date.slice(0, 10)}${r.kinds.length === 1 ? ` (${label(r.kinds[0]!)} only)` : ""}`,
+    "",
+    ...r.meta.map((m) => `- ${m}`),
+    "",
+    markdownTable(r.header, r.rows),
+  );
+  if (notes.length) out.push("", ...notes.map((n) => `- ${n}`));
+  if (r.errors.length || r.details.length) out.push("", ...r.errors.map((e) => `- ${e}`), ...r.details.map((d) => `- ${d}`));
+  return `${out.join("\n")}\n`;
+}

@@ -56,14 +56,13 @@ import {
   type JavaToolRun,
   label,
   log,
-  markdownTable,
   ratio,
   runCleanups,
   runJavaTool,
   sleep,
   startBunkaBroker,
   startKafkaBroker,
-  textTable,
+  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
@@ -823,22 +822,9 @@ async function main(): Promise<number> {
     }
     if (targets.length) meta.push(`target (issue 6): bunka ≥ 2x Apache Kafka's txn/s and EndTxn p99 below Kafka's — ${targets.join("; ")}`);
   }
-  const text = textTable(header, rows);
-  const out: string[] = ["", "Transactions benchmark: Apache Kafka vs bunka", "", ...meta, "", text];
-  if (errors.length) out.push("", ...errors);
-  out.push("", ...details);
-  out.push(
-    "",
-    "---- markdown (for docs/benchmarks.md) ----",
-    "",
-    `### ${env.date.slice(0, 10)}${kinds.length === 1 ? ` (${label(kinds[0]!)} only)` : ""}`,
-    "",
-    ...meta.map((m) => `- ${m}`),
-    "",
-    markdownTable(header, rows),
+  process.stdout.write(
+    renderReport({ title: "Transactions benchmark: Apache Kafka vs bunka", date: env.date, headingLevel: 3, kinds, meta, header, rows, errors, details }),
   );
-  if (errors.length || details.length) out.push("", ...errors.map((e) => `- ${e}`), ...details.map((d) => `- ${d}`));
-  process.stdout.write(`${out.join("\n")}\n`);
   return errors.length > 0 ? 1 : 0;
 }
 
