@@ -54,11 +54,11 @@ import {
   label,
   log,
   missingApis,
+  renderReport,
   runCleanups,
   sleep,
   startBunkaBroker,
   startKafkaBroker,
-  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";

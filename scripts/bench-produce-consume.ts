@@ -51,11 +51,11 @@ import {
   log,
   missingApis,
   ratio,
+  renderReport,
   runCleanups,
   runJavaTool,
   startBunkaBroker,
   startKafkaBroker,
-  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";

@@ -57,12 +57,12 @@ import {
   label,
   log,
   ratio,
+  renderReport,
   runCleanups,
   runJavaTool,
   sleep,
   startBunkaBroker,
   startKafkaBroker,
-  renderReport,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
