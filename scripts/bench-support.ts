@@ -14,6 +14,7 @@ import {
   KAFKA_VERSION,
   LOG4J_CONFIG,
   probeBrokerCount,
+  rawRequest,
   REPO_ROOT,
   runKafkaTool,
   startApacheKafka,
@@ -81,47 +82,6 @@ export function tempDir(root: string, prefix: string): string {
 
 // ---------------------------------------------------------------------------------------------
 // Raw ApiVersions v0 (works on every broker, whatever else it supports)
-
-export async function rawRequest(host: string, port: number, payload: Buffer, timeoutMs = 3000): Promise<Buffer> {
-  const frame = Buffer.alloc(4 + payload.length);
-  frame.writeInt32BE(payload.length, 0);
-  payload.copy(frame, 4);
-  return await new Promise<Buffer>((resolve, reject) => {
-    let buf = Buffer.alloc(0);
-    let done = false;
-    let sock: { end(): void } | undefined;
-    const finish = (err: Error | null, out?: Buffer) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      try {
-        sock?.end();
-      } catch {
-        /* ignore */
-      }
-      if (err) reject(err);
-      else resolve(out!);
-    };
-    const timer = setTimeout(() => finish(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)), timeoutMs);
-    Bun.connect({
-      hostname: host,
-      port,
-      socket: {
-        open(s) {
-          sock = s;
-          s.write(frame);
-        },
-        data(_s, chunk) {
-          buf = Buffer.concat([buf, chunk]);
-          if (buf.length >= 4 && buf.length >= 4 + buf.readInt32BE(0)) finish(null, buf.subarray(4, 4 + buf.readInt32BE(0)));
-        },
-        close: () => finish(new Error(`connection to ${host}:${port} closed without an answer`)),
-        error: (_s, e) => finish(e),
-        connectError: (_s, e) => finish(e),
-      },
-    }).catch((e: Error) => finish(e));
-  });
-}
 
 /** api key -> max version, from an ApiVersions v0 exchange. */
 export async function apiVersions(host: string, port: number): Promise<Map<number, number>> {

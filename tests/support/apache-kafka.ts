@@ -240,13 +240,28 @@ export async function probeBrokerCount(host: string, port: number, timeoutMs = 1
   o = body.writeInt16BE(clientId.length, o);
   o += clientId.copy(body, o);
   body.writeInt32BE(0, o); // topics: empty array = none
-  const frame = Buffer.concat([Buffer.from([0, 0, 0, 0]), body]);
-  frame.writeInt32BE(body.length, 0);
+  try {
+    const response = await rawRequest(host, port, body, timeoutMs);
+    // response header v0: correlation id; body v1: brokers array first
+    return response.length >= 8 ? response.readInt32BE(4) : -1;
+  } catch {
+    return -1;
+  }
+}
 
-  return await new Promise<number>((resolvePromise) => {
+/**
+ * One request frame (`payload`: header and body, without the size prefix) to host:port on a fresh
+ * connection; resolves with the response without its size prefix. Works before any version is known.
+ */
+export async function rawRequest(host: string, port: number, payload: Buffer, timeoutMs = 3000): Promise<Buffer> {
+  const frame = Buffer.alloc(4 + payload.length);
+  frame.writeInt32BE(payload.length, 0);
+  payload.copy(frame, 4);
+  return await new Promise<Buffer>((resolve, reject) => {
     let buf = Buffer.alloc(0);
     let done = false;
-    const finish = (n: number, sock?: { end(): void }) => {
+    let sock: { end(): void } | undefined;
+    const finish = (err: Error | null, out?: Buffer) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -255,37 +270,27 @@ export async function probeBrokerCount(host: string, port: number, timeoutMs = 1
       } catch {
         /* ignore */
       }
-      resolvePromise(n);
+      if (err) reject(err);
+      else resolve(out!);
     };
-    const timer = setTimeout(() => finish(-1, sockRef), timeoutMs);
-    let sockRef: { end(): void } | undefined;
+    const timer = setTimeout(() => finish(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)), timeoutMs);
     Bun.connect({
       hostname: host,
       port,
       socket: {
-        open(sock) {
-          sockRef = sock;
-          sock.write(frame);
+        open(s) {
+          sock = s;
+          s.write(frame);
         },
-        data(sock, chunk) {
+        data(_s, chunk) {
           buf = Buffer.concat([buf, chunk]);
-          if (buf.length < 4) return;
-          const size = buf.readInt32BE(0);
-          if (buf.length < 4 + size) return;
-          // response header v0: correlation id; body v1: brokers array first
-          finish(size >= 8 ? buf.readInt32BE(8) : -1, sock);
+          if (buf.length >= 4 && buf.length >= 4 + buf.readInt32BE(0)) finish(null, buf.subarray(4, 4 + buf.readInt32BE(0)));
         },
-        close() {
-          finish(-1);
-        },
-        error() {
-          finish(-1);
-        },
-        connectError() {
-          finish(-1);
-        },
+        close: () => finish(new Error(`connection to ${host}:${port} closed without an answer`)),
+        error: (_s, e) => finish(e),
+        connectError: (_s, e) => finish(e),
       },
-    }).catch(() => finish(-1));
+    }).catch((e: Error) => finish(e));
   });
 }
 
