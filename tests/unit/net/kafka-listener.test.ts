@@ -14,17 +14,9 @@ import {
   withReservedSizePrefix,
 } from "../../../src/net/kafka-listener.ts";
 import type { Logger } from "../../../src/platform/logger.ts";
+import { waitUntil } from "../../support/wait.ts";
 
 // ---- helpers -------------------------------------------------------------------------------------------
-
-/** Polls a condition until it holds; fails with `what` after the deadline. */
-async function waitUntil(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
 
 /** Lets every pending callback and microtask run once (a few event-loop turns), without waiting on time. */
 async function settleEventLoop(turns = 5): Promise<void> {

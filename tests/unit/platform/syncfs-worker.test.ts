@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SyncfsError, spawnSyncfsWorker, startSyncfsSyncer, WorkerSyncer } from "../../../src/platform/syncfs-worker.ts";
+import { waitUntil } from "../../support/wait.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -35,6 +36,24 @@ describe.if(process.platform === "linux")("the syncfs worker", () => {
     const running = start.syncer.syncAll();
     start.syncer.close();
     await expect(running).rejects.toThrow("stopped");
+  });
+
+  test("after close() every descriptor it opened is closed again, by the thread that used it", async () => {
+    const openFds = () => new Set(readdirSync("/proc/self/fd"));
+    const before = openFds();
+    const start = await startSyncfsSyncer(tempDir());
+    if (start.syncer === undefined) throw new Error(`no syncfs here: ${start.reason}`);
+    const opened = [...openFds()].filter((fd) => !before.has(fd));
+    // The anchor and two pipes: five descriptors, two on this side and three the worker owns.
+    expect(opened.length).toBeGreaterThanOrEqual(5);
+    const running = start.syncer.syncAll();
+    start.syncer.close();
+    await expect(running).rejects.toThrow("stopped");
+    // The worker finishes the running call, finds the request pipe closed, closes its three and exits.
+    await waitUntil(() => {
+      const now = openFds();
+      return opened.every((fd) => !now.has(fd));
+    }, `descriptors ${opened.join(", ")} closed`);
   });
 
   test("a failed syncfs is an error naming the call, the errno and the directory", async () => {
