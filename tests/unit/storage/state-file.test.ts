@@ -188,6 +188,33 @@ describe("canonicalJson / encodeState", () => {
     expect(canonicalJson({ b: { y: 1, x: [{ d: 1, c: 2 }] }, a: undefined, c: "s" })).toBe('{"b":{"x":[{"c":2,"d":1}],"y":1},"c":"s"}');
   });
 
+  test("equals a plain sorted-keys serialisation, for awkward keys and values", () => {
+    // Not an object rebuilt in sorted order and stringified: objects list integer-like keys ("9", "10")
+    // first, in numeric order, whatever the insertion order.
+    const reference = (value: unknown): string => {
+      if (Array.isArray(value)) return `[${value.map(reference).join(",")}]`;
+      if (value === null || typeof value !== "object") return JSON.stringify(value);
+      const record = value as Record<string, unknown>;
+      return `{${Object.keys(record)
+        .sort()
+        .map((key) => `${JSON.stringify(key)}:${reference(record[key])}`)
+        .join(",")}}`;
+    };
+    const nullProto = Object.assign(Object.create(null) as Record<string, unknown>, { z: 1, a: [] });
+    const values: unknown[] = [
+      { zeta: 1, alpha: { b: [3, { y: null, x: "é\u2028\"q" }], a: {} }, 'a"b': true, "10": -0, "9": 1.5e300, é: "", "": [] },
+      [{ b: 1, a: 2 }, [], "s", false, null, 0],
+      { put: [{ transactionalId: "t", partitions: [{ topic: "t", partition: 3 }], epoch: 0 }], del: ["x"], seq: 7 },
+      nullProto,
+      "just a string",
+      42,
+    ];
+    for (const value of values) expect(canonicalJson(value)).toBe(reference(value));
+    expect(canonicalJson(values[0])).toStartWith('{"":[],"10":0,"9":1.5e+300,');
+    // Encoded twice, the same bytes: the key cache changes nothing.
+    expect(encodeState("x", 1, values[0])).toEqual(encodeState("x", 1, values[0]));
+  });
+
   test("refuses values JSON would silently change", () => {
     expect(() => canonicalJson({ a: Number.NaN })).toThrow(TypeError);
     expect(() => canonicalJson({ a: Number.POSITIVE_INFINITY })).toThrow(TypeError);
