@@ -81,7 +81,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
       // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
       while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
-        const woke = await waitForData(resolved, deadlineMs - clock.monotonicMs());
+        const woke = await waitForData(resolved, readCommitted, deadlineMs - clock.monotonicMs());
         if (!woke) break;
         answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
       }
@@ -177,12 +177,17 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
 }
 
 /**
- * Resolves true when any of the partitions appends, moves its high watermark or starts closing (its
- * topic is deleted), false at the deadline.
+ * Resolves true when what a fetch at this isolation level can read changes on any of the partitions: the
+ * end it may read up to (the last stable offset for read_committed, the high watermark otherwise) or the
+ * log start moves, the log fails, or the partition starts closing (its topic is deleted); false at the
+ * deadline. The log calls back on every write and fsync; for a read_committed consumer most of those (a
+ * transaction's records, before its marker) change nothing it can see, and reading every partition again
+ * for each would only compete with the writes that will.
  */
-function waitForData(partitions: (Partition | undefined)[], waitMs: number): Promise<boolean> {
+function waitForData(partitions: (Partition | undefined)[], readCommitted: boolean, waitMs: number): Promise<boolean> {
   if (waitMs <= 0) return Promise.resolve(false);
   if (partitions.some((p) => p?.closing === true)) return Promise.resolve(true);
+  const readableEnd = (p: Partition) => (readCommitted ? p.lastStableOffset : p.highWatermark);
   return new Promise<boolean>((resolve) => {
     const unsubscribes: (() => void)[] = [];
     const finish = (woke: boolean) => {
@@ -193,7 +198,13 @@ function waitForData(partitions: (Partition | undefined)[], waitMs: number): Pro
     const timer = setTimeout(() => finish(false), waitMs);
     for (const p of partitions) {
       if (!p) continue;
-      unsubscribes.push(p.log.onAppend(() => finish(true)));
+      const end = readableEnd(p);
+      const start = p.log.logStartOffset;
+      unsubscribes.push(
+        p.log.onAppend(() => {
+          if (p.log.failed !== undefined || readableEnd(p) !== end || p.log.logStartOffset !== start) finish(true);
+        }),
+      );
       unsubscribes.push(p.onClose(() => finish(true)));
     }
   });

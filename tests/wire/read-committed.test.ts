@@ -98,8 +98,13 @@ function batch(producerId: number, value: string, transactional = true): Uint8Ar
   return buildBatch({ records: [{ value: `v:${value}` }], producerId, producerEpoch: 0, baseSequence: sequence, transactional });
 }
 
-async function produce(topic: string, records: Uint8Array, version = 11): Promise<{ errorCode: number; baseOffset: number; errorMessage: string | null }> {
-  const res = await client.request(0, version, {
+async function produce(
+  topic: string,
+  records: Uint8Array,
+  version = 11,
+  on: WireClient = client,
+): Promise<{ errorCode: number; baseOffset: number; errorMessage: string | null }> {
+  const res = await on.request(0, version, {
     transactionalId: "txn-app",
     acks: -1,
     timeoutMs: 30_000,
@@ -108,8 +113,8 @@ async function produce(topic: string, records: Uint8Array, version = 11): Promis
   return res.responses[0].partitionResponses[0];
 }
 
-async function produceOk(topic: string, records: Uint8Array): Promise<number> {
-  const answer = await produce(topic, records);
+async function produceOk(topic: string, records: Uint8Array, on: WireClient = client): Promise<number> {
+  const answer = await produce(topic, records, 11, on);
   expect(answer.errorCode).toBe(ErrorCode.NONE);
   return answer.baseOffset;
 }
@@ -298,6 +303,41 @@ describe("read_committed", () => {
     const result = await parked;
     expect(result.lastStableOffset).toBe(2);
     expect(batchesOf(result.records).map((b) => b.control ?? b.values[0])).toEqual(["v:t-0", "commit"]);
+  });
+
+  test("a read_committed fetch parked at the LSO is not woken by appends it cannot see", async () => {
+    const topic = "rc-parked-quiet";
+    await createTopic(topic);
+    const verifier = installVerifier();
+    verifier.allow(topic, 402);
+    expect(await produceOk(topic, batch(402, "t-0"))).toBe(0);
+    const partition = (await broker.broker.services.partitions.get(topic, 0))!;
+    // Every time the parked fetch reads its partitions again, it subscribes to the log anew: count those.
+    let subscriptions = 0;
+    const log = partition.log;
+    const subscribe = log.onAppend.bind(log);
+    log.onAppend = (listener) => {
+      subscriptions++;
+      return subscribe(listener);
+    };
+    const parked = fetch(topic, 0, READ_COMMITTED, { minBytes: 1, maxWaitMs: 20_000 });
+    while (subscriptions === 0) await new Promise((resolve) => setImmediate(resolve));
+    // More records of the open transaction, durable (acks=-1), from another connection: the LSO stays at 0.
+    const producer = await WireClient.connect(broker.port);
+    try {
+      for (const value of ["t-1", "t-2", "t-3"]) expect(await produceOk(topic, batch(402, value), producer)).toBeGreaterThan(0);
+    } finally {
+      producer.close();
+    }
+    const stableBeforeMarker = partition.lastStableOffset;
+    const subscriptionsBeforeMarker = subscriptions;
+    // The marker first, so that a failed check below leaves no fetch parked on the shared connection.
+    expect(await writeMarker(topic, 402, true)).toEqual({ ok: true, offset: 4 });
+    const result = await parked;
+    expect(stableBeforeMarker).toBe(0);
+    expect(subscriptionsBeforeMarker).toBe(1);
+    expect(result.lastStableOffset).toBe(5);
+    expect(batchesOf(result.records).map((b) => b.control ?? b.values[0])).toEqual(["v:t-0", "v:t-1", "v:t-2", "v:t-3", "commit"]);
   });
 
   test("an open transaction keeps the LSO pinned across a broker restart; its marker releases it afterwards", async () => {
