@@ -593,6 +593,35 @@ describe("Fetch", () => {
     expect(all.responses[0].partitions.map((x: any) => recordsOf(x.records).length)).toEqual([10, 10]);
   }, TIMEOUT);
 
+  test("partition_max_bytes below one batch on every partition: only the first partition with data gets one", async () => {
+    await createTopic("f-small-caps", 3);
+    for (const partition of [1, 2]) for (let i = 0; i < 2; i++) await produceOk("f-small-caps", partition, simpleBatch(2, { valueBytes: 300 }));
+    const topicId = await topicIdOf("f-small-caps");
+    // Limits of 1 byte each add up to far less than max_bytes: the partitions are read at once, and the
+    // answer must still be the one-by-one one. Partition 0 is empty, so partition 1 is the first with data.
+    const answer = await client.request(1, 17, {
+      replicaId: -1,
+      maxWaitMs: 0,
+      minBytes: 0,
+      maxBytes: 10 * 1024 * 1024,
+      isolationLevel: 0,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: [
+        {
+          topicId,
+          partitions: [0, 1, 2].map((partition) => ({ partition, fetchOffset: 0, partitionMaxBytes: 1, currentLeaderEpoch: -1, lastFetchedEpoch: -1, logStartOffset: -1 })),
+        },
+      ],
+      forgottenTopicsData: [],
+      rackId: "",
+    });
+    const partitions = answer.responses[0].partitions;
+    expect(partitions.map((x: any) => x.errorCode)).toEqual([ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE]);
+    expect(partitions.map((x: any) => recordsOf(x.records).map((r) => r.offset))).toEqual([[], [0, 1], []]);
+    expect(partitions.map((x: any) => x.highWatermark)).toEqual([0, 4, 4]);
+  }, TIMEOUT);
+
   test("a long poll at the end is woken by a produce well before max_wait_ms", async () => {
     await createTopic("f-wake");
     await produceOk("f-wake", 0, simpleBatch(1));
