@@ -81,7 +81,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
       // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
       while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
-        const woke = await waitForData(resolved, readCommitted, deadlineMs - clock.monotonicMs());
+        const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
         if (!woke) break;
         answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
       }
@@ -183,11 +183,25 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
  * deadline. The log calls back on every write and fsync; for a read_committed consumer most of those (a
  * transaction's records, before its marker) change nothing it can see, and reading every partition again
  * for each would only compete with the writes that will.
+ *
+ * `seen` are the answers just read: a partition whose readable end or log start moved while the others
+ * were being read (after its own answer was made) resolves at once, since no call-back will tell of it.
  */
-function waitForData(partitions: (Partition | undefined)[], readCommitted: boolean, waitMs: number): Promise<boolean> {
+function waitForData(
+  partitions: (Partition | undefined)[],
+  seen: FetchResponse_PartitionDataInit[],
+  readCommitted: boolean,
+  waitMs: number,
+): Promise<boolean> {
   if (waitMs <= 0) return Promise.resolve(false);
   if (partitions.some((p) => p?.closing === true)) return Promise.resolve(true);
   const readableEnd = (p: Partition) => (readCommitted ? p.lastStableOffset : p.highWatermark);
+  const moved = partitions.some((p, i) => {
+    if (p === undefined) return false;
+    const answer = seen[i]!;
+    return readableEnd(p) !== (readCommitted ? answer.lastStableOffset : answer.highWatermark) || p.log.logStartOffset !== answer.logStartOffset;
+  });
+  if (moved) return Promise.resolve(true);
   return new Promise<boolean>((resolve) => {
     const unsubscribes: (() => void)[] = [];
     const finish = (woke: boolean) => {

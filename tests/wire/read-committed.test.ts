@@ -340,6 +340,66 @@ describe("read_committed", () => {
     expect(batchesOf(result.records).map((b) => b.control ?? b.values[0])).toEqual(["v:t-0", "v:t-1", "v:t-2", "v:t-3", "commit"]);
   });
 
+  test("a commit that lands while a fetch reads its other partitions is not missed by the wait after", async () => {
+    const topic = "rc-moved-meanwhile";
+    await createTopic(topic, 2);
+    const verifier = installVerifier();
+    verifier.allow(topic, 403);
+    // Partition 0: an open transaction, nothing stable. Partition 1: one stable (non-transactional) batch.
+    expect(await produceOk(topic, batch(403, "t-0"))).toBe(0);
+    const plain = batch(404, "plain", false);
+    const produced = await client.request(0, 11, {
+      transactionalId: null,
+      acks: -1,
+      timeoutMs: 30_000,
+      topicData: [{ name: topic, partitionData: [{ index: 1, records: plain }] }],
+    });
+    expect(produced.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NONE);
+    // While the fetch reads partition 1 (after it has found nothing stable on partition 0), the
+    // transaction on partition 0 commits.
+    const second = (await broker.broker.services.partitions.get(topic, 1))!;
+    const read = second.log.read.bind(second.log);
+    let committed = false;
+    second.log.read = async (...args) => {
+      if (!committed) {
+        committed = true;
+        expect(await writeMarker(topic, 403, true)).toEqual({ ok: true, offset: 1 });
+      }
+      return read(...args);
+    };
+    // min_bytes above partition 1's batch alone: the fetch waits after its first pass, and must not wait
+    // for a change that already happened (it would sit out max_wait_ms and answer without partition 0).
+    const res = await client.request(1, 12, {
+      replicaId: -1,
+      maxWaitMs: 10_000,
+      minBytes: plain.length + 1,
+      maxBytes: 50 * 1024 * 1024,
+      isolationLevel: READ_COMMITTED,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: [
+        {
+          topic,
+          partitions: [0, 1].map((partition) => ({
+            partition,
+            currentLeaderEpoch: -1,
+            fetchOffset: 0,
+            lastFetchedEpoch: -1,
+            logStartOffset: -1,
+            partitionMaxBytes: 1024 * 1024,
+          })),
+        },
+      ],
+      forgottenTopicsData: [],
+      rackId: "",
+    });
+    expect(committed).toBe(true);
+    const [first, other] = res.responses[0].partitions;
+    expect(first.lastStableOffset).toBe(2);
+    expect(batchesOf(first.records).map((b) => b.control ?? b.values[0])).toEqual(["v:t-0", "commit"]);
+    expect(batchesOf(other.records).map((b) => b.values[0])).toEqual(["v:plain"]);
+  }, TIMEOUT);
+
   test("an open transaction keeps the LSO pinned across a broker restart; its marker releases it afterwards", async () => {
     const topic = "rc-restart";
     await createTopic(topic);
