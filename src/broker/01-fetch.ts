@@ -184,8 +184,9 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
  * transaction's records, before its marker) change nothing it can see, and reading every partition again
  * for each would only compete with the writes that will.
  *
- * `seen` are the answers just read: a partition whose readable end or log start moved while the others
- * were being read (after its own answer was made) resolves at once, since no call-back will tell of it.
+ * `seen` are the answers just read: a partition whose readable end or log start moved, or whose log
+ * failed, while the others were being read (after its own answer was made) resolves at once, since no
+ * call-back will tell of it.
  */
 function waitForData(
   partitions: (Partition | undefined)[],
@@ -199,7 +200,8 @@ function waitForData(
   const moved = partitions.some((p, i) => {
     if (p === undefined) return false;
     const answer = seen[i]!;
-    return readableEnd(p) !== (readCommitted ? answer.lastStableOffset : answer.highWatermark) || p.log.logStartOffset !== answer.logStartOffset;
+    if (p.log.failed !== undefined || p.log.logStartOffset !== answer.logStartOffset) return true;
+    return readableEnd(p) !== (readCommitted ? answer.lastStableOffset : answer.highWatermark);
   });
   if (moved) return Promise.resolve(true);
   return new Promise<boolean>((resolve) => {
