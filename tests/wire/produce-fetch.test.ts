@@ -145,6 +145,8 @@ interface FetchArgs {
   topic: string;
   topicId?: string;
   partition?: number;
+  /** Several partitions of the topic, each fetched from `offset` (instead of `partition`). */
+  partitions?: number[];
   offset: number;
   version?: number;
   maxWaitMs?: number;
@@ -157,7 +159,7 @@ interface FetchArgs {
   via?: WireClient;
 }
 
-/** A one-partition fetch; v13+ names the topic by id (looked up by name when not given). */
+/** A fetch of one partition (or of `partitions`); v13+ names the topic by id (looked up by name when not given). */
 async function fetchRaw(args: FetchArgs): Promise<any> {
   const version = args.version ?? 17;
   const topicId = version >= 13 ? (args.topicId ?? (await topicIdOf(args.topic))) : ZERO_UUID;
@@ -173,16 +175,14 @@ async function fetchRaw(args: FetchArgs): Promise<any> {
       {
         topic: version >= 13 ? "" : args.topic,
         topicId,
-        partitions: [
-          {
-            partition: args.partition ?? 0,
-            currentLeaderEpoch: -1,
-            fetchOffset: args.offset,
-            lastFetchedEpoch: -1,
-            logStartOffset: -1,
-            partitionMaxBytes: args.partitionMaxBytes ?? 1024 * 1024,
-          },
-        ],
+        partitions: (args.partitions ?? [args.partition ?? 0]).map((partition) => ({
+          partition,
+          currentLeaderEpoch: -1,
+          fetchOffset: args.offset,
+          lastFetchedEpoch: -1,
+          logStartOffset: -1,
+          partitionMaxBytes: args.partitionMaxBytes ?? 1024 * 1024,
+        })),
       },
     ],
     forgottenTopicsData: [],
@@ -548,24 +548,7 @@ describe("Fetch", () => {
     expect(p.records.length).toBe(size);
 
     // Two partitions, max_bytes of 1.5 batches: partition 0 gets one batch, partition 1 nothing (no error).
-    const topicId = await topicIdOf("f-bytes");
-    const both = await client.request(1, 17, {
-      replicaId: -1,
-      maxWaitMs: 0,
-      minBytes: 0,
-      maxBytes: Math.floor(size * 1.5),
-      isolationLevel: 0,
-      sessionId: 0,
-      sessionEpoch: -1,
-      topics: [
-        {
-          topicId,
-          partitions: [0, 1].map((partition) => ({ partition, fetchOffset: 0, partitionMaxBytes: 1024 * 1024, currentLeaderEpoch: -1, lastFetchedEpoch: -1, logStartOffset: -1 })),
-        },
-      ],
-      forgottenTopicsData: [],
-      rackId: "",
-    });
+    const both = await fetchRaw({ topic: "f-bytes", partitions: [0, 1], offset: 0, maxBytes: Math.floor(size * 1.5) });
     const [p0, p1] = both.responses[0].partitions;
     expect(p0.errorCode).toBe(ErrorCode.NONE);
     expect(p0.records.length).toBe(size);
@@ -573,49 +556,16 @@ describe("Fetch", () => {
     expect(p1.highWatermark).toBe(10);
     expect(p1.records.length).toBe(0);
     // Enough for everything: all five batches of both partitions.
-    const all = await client.request(1, 17, {
-      replicaId: -1,
-      maxWaitMs: 0,
-      minBytes: 0,
-      maxBytes: 10 * 1024 * 1024,
-      isolationLevel: 0,
-      sessionId: 0,
-      sessionEpoch: -1,
-      topics: [
-        {
-          topicId,
-          partitions: [0, 1].map((partition) => ({ partition, fetchOffset: 0, partitionMaxBytes: 1024 * 1024, currentLeaderEpoch: -1, lastFetchedEpoch: -1, logStartOffset: -1 })),
-        },
-      ],
-      forgottenTopicsData: [],
-      rackId: "",
-    });
+    const all = await fetchRaw({ topic: "f-bytes", partitions: [0, 1], offset: 0, maxBytes: 10 * 1024 * 1024 });
     expect(all.responses[0].partitions.map((x: any) => recordsOf(x.records).length)).toEqual([10, 10]);
   }, TIMEOUT);
 
   test("partition_max_bytes below one batch on every partition: only the first partition with data gets one", async () => {
     await createTopic("f-small-caps", 3);
     for (const partition of [1, 2]) for (let i = 0; i < 2; i++) await produceOk("f-small-caps", partition, simpleBatch(2, { valueBytes: 300 }));
-    const topicId = await topicIdOf("f-small-caps");
-    // Limits of 1 byte each add up to far less than max_bytes: the partitions are read at once, and the
-    // answer must still be the one-by-one one. Partition 0 is empty, so partition 1 is the first with data.
-    const answer = await client.request(1, 17, {
-      replicaId: -1,
-      maxWaitMs: 0,
-      minBytes: 0,
-      maxBytes: 10 * 1024 * 1024,
-      isolationLevel: 0,
-      sessionId: 0,
-      sessionEpoch: -1,
-      topics: [
-        {
-          topicId,
-          partitions: [0, 1, 2].map((partition) => ({ partition, fetchOffset: 0, partitionMaxBytes: 1, currentLeaderEpoch: -1, lastFetchedEpoch: -1, logStartOffset: -1 })),
-        },
-      ],
-      forgottenTopicsData: [],
-      rackId: "",
-    });
+    // Partition 0 is empty, so partition 1 is the first with data: its first batch is over the limit and
+    // still answered (KIP-74); partition 2's is not, the allowance being used.
+    const answer = await fetchRaw({ topic: "f-small-caps", partitions: [0, 1, 2], offset: 0, partitionMaxBytes: 1, maxBytes: 10 * 1024 * 1024 });
     const partitions = answer.responses[0].partitions;
     expect(partitions.map((x: any) => x.errorCode)).toEqual([ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE]);
     expect(partitions.map((x: any) => recordsOf(x.records).map((r) => r.offset))).toEqual([[], [0, 1], []]);

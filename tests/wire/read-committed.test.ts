@@ -169,6 +169,14 @@ async function writeMarker(topic: string, producerId: number, commit: boolean, c
   return broker.broker.services.partitions.writeMarker(topic, partition, { producerId, producerEpoch: 0, commit, coordinatorEpoch });
 }
 
+/** A new topic whose partition 0 holds one open transaction's first record ("t-0", offset 0) by `producerId`. */
+async function topicWithOpenTransaction(topic: string, producerId: number, partitions = 1) {
+  await createTopic(topic, partitions);
+  installVerifier().allow(topic, producerId);
+  expect(await produceOk(topic, batch(producerId, "t-0"))).toBe(0);
+  return (await broker.broker.services.partitions.get(topic, 0))!;
+}
+
 async function describeProducers(topics: { name: string; partitionIndexes: number[] }[]): Promise<any[]> {
   const res = await client.request(61, 0, { topics });
   return res.topics;
@@ -289,11 +297,7 @@ describe("read_committed", () => {
 
   test("a read_committed fetch parked at the LSO is answered when the commit marker is durable", async () => {
     const topic = "rc-parked";
-    await createTopic(topic);
-    const verifier = installVerifier();
-    verifier.allow(topic, 401);
-    expect(await produceOk(topic, batch(401, "t-0"))).toBe(0);
-    const partition = (await broker.broker.services.partitions.get(topic, 0))!;
+    const partition = await topicWithOpenTransaction(topic, 401);
     const parkedFetches = () => (partition as unknown as { closeListeners: Set<unknown> }).closeListeners.size;
     expect(parkedFetches()).toBe(0);
     const parked = fetch(topic, 0, READ_COMMITTED, { minBytes: 1, maxWaitMs: 20_000 });
@@ -307,11 +311,7 @@ describe("read_committed", () => {
 
   test("a read_committed fetch parked at the LSO is not woken by appends it cannot see", async () => {
     const topic = "rc-parked-quiet";
-    await createTopic(topic);
-    const verifier = installVerifier();
-    verifier.allow(topic, 402);
-    expect(await produceOk(topic, batch(402, "t-0"))).toBe(0);
-    const partition = (await broker.broker.services.partitions.get(topic, 0))!;
+    const partition = await topicWithOpenTransaction(topic, 402);
     // Every time the parked fetch reads its partitions again, it subscribes to the log anew: count those.
     let subscriptions = 0;
     const log = partition.log;
@@ -342,11 +342,8 @@ describe("read_committed", () => {
 
   test("a commit that lands while a fetch reads its other partitions is not missed by the wait after", async () => {
     const topic = "rc-moved-meanwhile";
-    await createTopic(topic, 2);
-    const verifier = installVerifier();
-    verifier.allow(topic, 403);
     // Partition 0: an open transaction, nothing stable. Partition 1: one stable (non-transactional) batch.
-    expect(await produceOk(topic, batch(403, "t-0"))).toBe(0);
+    await topicWithOpenTransaction(topic, 403, 2);
     const plain = batch(404, "plain", false);
     const produced = await client.request(0, 11, {
       transactionalId: null,
