@@ -4,28 +4,15 @@ import { BatchedSync, type FilesystemSyncer, type SyncTarget } from "../../../sr
 const DEV = 7;
 const OTHER_DEV = 8;
 
-interface Controlled {
-  promise: Promise<void>;
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
-function controlled(): Controlled {
-  let resolve!: () => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
+/** A call the test settles by hand. */
+type Controlled = PromiseWithResolvers<void>;
 
 /** A file whose fsyncs wait until the test settles them, one by one. */
 class FakeFile implements SyncTarget {
   readonly fsyncs: Controlled[] = [];
   constructor(readonly dev = DEV) {}
   fsync(): Promise<void> {
-    const call = controlled();
+    const call = Promise.withResolvers<void>();
     this.fsyncs.push(call);
     return call.promise;
   }
@@ -36,7 +23,7 @@ class FakeSyncer implements FilesystemSyncer {
   readonly dev = DEV;
   readonly calls: Controlled[] = [];
   syncAll(): Promise<void> {
-    const call = controlled();
+    const call = Promise.withResolvers<void>();
     this.calls.push(call);
     return call.promise;
   }
