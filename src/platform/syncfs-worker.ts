@@ -115,6 +115,8 @@ export class WorkerSyncer implements FilesystemSyncer {
   private readonly requestWriteFd: number;
   private readonly replyReadFd: number;
   private readonly replies: ReturnType<typeof readPipe>;
+  /** Every descriptor handed to or opened for this syncer (the anchor, both ends of both pipes). */
+  readonly descriptors: readonly number[];
   /** Reply bytes read but not yet a whole answer (a read may end inside one). */
   private partial = new Uint8Array(0);
   private reading = false;
@@ -136,6 +138,7 @@ export class WorkerSyncer implements FilesystemSyncer {
     this.requestWriteFd = requestWriteFd;
     this.replyReadFd = replyReadFd;
     this.replies = readPipe(replyReadFd);
+    this.descriptors = [anchorFd, requestReadFd, requestWriteFd, replyReadFd, replyWriteFd];
     worker.onerror = (event) => this.fail(new Error(`the syncfs worker failed: ${event.message}`));
     worker.postMessage([anchorFd, requestReadFd, replyWriteFd]);
   }
