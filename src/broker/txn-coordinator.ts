@@ -44,7 +44,10 @@
  *
  * Not done here: cross-broker verification (a peer's partitions cannot ask this index; the partition side
  * of a peer answers from its own coordinator's view), reloading a slot taken over from another broker
- * (single-broker ownership never moves), and transaction version 2 (EndTxn v5).
+ * (single-broker ownership never moves), waiting for a peer to apply queued markers before Complete*
+ * (Apache's coordinator completes only once every leader has acknowledged its markers; here the producer's
+ * next transaction could reach a peer's partition before the previous one's marker), and transaction
+ * version 2 (EndTxn v5).
  */
 import { slotOf, type Ownership } from "../cluster/ownership.ts";
 import { markerDisposition, type MarkerSpec, type MarkerWriteResult } from "../cluster/marker-queue-watcher.ts";
@@ -573,7 +576,7 @@ export class TxnCoordinator {
       const markers = entry === undefined ? undefined : recoveryEffects(entry, this.coordinatorEpoch)?.markers;
       if (entry === undefined || markers === undefined) continue;
       const record = this.markersDone.get(id);
-      const done = record?.key === `${markers.producerId}-${markers.producerEpoch}-${markers.result}` ? record.partitions : new Set<string>();
+      const done = record?.key === decisionKey(markers) ? record.partitions : new Set<string>();
       const left = [...eachPartition(markers.partitions)].filter((tp) => !done.has(`${tp.topic}\u0000${tp.partition}`));
       if (left.length === 0) continue;
       out.push({
@@ -782,9 +785,9 @@ export class TxnCoordinator {
     const self = ownership.selfId;
     const local: { topic: string; partition: number }[] = [];
     const peers = new Map<number, { topic: string; partition: number }[]>();
-    const decisionKey = `${markers.producerId}-${markers.producerEpoch}-${markers.result}`;
+    const key = decisionKey(markers);
     let record = this.markersDone.get(id);
-    if (record === undefined || record.key !== decisionKey) this.markersDone.set(id, (record = { key: decisionKey, partitions: new Set() }));
+    if (record === undefined || record.key !== key) this.markersDone.set(id, (record = { key, partitions: new Set() }));
     const finished = record.partitions;
     const tpKey = (tp: { topic: string; partition: number }) => `${tp.topic}\u0000${tp.partition}`;
     let done = true;
@@ -832,6 +835,7 @@ export class TxnCoordinator {
         coordinatorEpoch: markers.coordinatorEpoch,
         result: markers.result,
         partitions: toTopicPartitions(tps),
+        decidedMs: markers.decidedMs,
       });
       for (const tp of tps) finished.add(tpKey(tp));
     }
@@ -862,4 +866,9 @@ export function verifyGroup(entry: TxnEntry | undefined, ref: ProducerRef, group
   if (isPrepare(entry.state)) return ErrorCode.CONCURRENT_TRANSACTIONS;
   if (entry.state !== "Ongoing" || !entry.groups.includes(groupId)) return ErrorCode.TRANSACTION_ABORTABLE;
   return ErrorCode.NONE;
+}
+
+/** One decision of one transaction: what `markersDone` records progress for. */
+function decisionKey(markers: MarkersEffect): string {
+  return `${markers.producerId}-${markers.producerEpoch}-${markers.decidedMs}-${markers.result}`;
 }

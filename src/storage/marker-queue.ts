@@ -3,14 +3,23 @@
  * whose partitions another broker leads leaves the markers for that broker here, and the broker's watcher
  * (cluster/marker-queue-watcher.ts) appends them and removes the file.
  *
- *   <data>/__cluster/marker_queue/to-<broker>/<producerId>-<producerEpoch>-<commit|abort>.json
+ *   <data>/__cluster/marker_queue/to-<broker>/<producerId>-<producerEpoch>-<decidedMs>-<commit|abort>.json
  *
  * Each file is a state file (state-file.ts: format "txn-markers", version, CRC-32, written atomically:
  * tmp + fsync + rename + fsync dir) holding one transaction's markers for the partitions of one broker.
- * The name is unique per transaction (a producer id and epoch end at most one transaction, in one
- * direction), so a retry of the same decision overwrites its own file and nothing else. A watcher that
- * hands markers on to another leader uses the same name with a `-via-<broker>` suffix, so that it never
- * overwrites the coordinator's own file for that broker.
+ * The name is unique per transaction: with transaction version 1 a producer keeps its id and epoch from
+ * one transaction to the next, so the name also carries the decision time, which the coordinator stamps
+ * strictly later for each decision of an entry (domain/txn/txn-state.ts) and keeps in the Prepare* entry,
+ * so a retry of the same decision overwrites its own file and nothing else. A watcher that hands markers
+ * on to another leader uses the same name with a `-via-<broker>` suffix, so that it never overwrites the
+ * coordinator's own file for that broker.
+ *
+ * `list` orders a producer's files by epoch, then decision time (numerically, not by name): its markers
+ * must reach a partition in the order the transactions were decided, or a later transaction's marker
+ * would end an earlier transaction's batches there.
+ *
+ * Version 1 files (before the decision time) are still read: their name has no decision time, and they
+ * count as decided at time 0, before any version 2 file of the same producer epoch.
  */
 import { join } from "node:path";
 import type { TopicPartitions } from "../domain/txn/txn-state.ts";
@@ -19,9 +28,11 @@ import { cleanTmpFiles, ensureDir } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const MARKER_QUEUE_FORMAT = "txn-markers";
-export const MARKER_QUEUE_VERSION = 1;
+export const MARKER_QUEUE_VERSION = 2;
+const MARKER_QUEUE_ACCEPTED_VERSIONS = [1] as const;
 
-const QUEUE_FILE = /^\d+-\d+-(commit|abort)(-via-\d+)?\.json$/;
+/** pid, epoch, decision time (absent in version 1 names), result, forwarding broker. */
+const QUEUE_FILE = /^(\d+)-(\d+)-(?:(\d+)-)?(commit|abort)(?:-via-(\d+))?\.json$/;
 
 export interface QueuedMarkers {
   readonly transactionalId: string;
@@ -31,6 +42,8 @@ export interface QueuedMarkers {
   readonly result: "commit" | "abort";
   /** The partitions of the destination broker, in the normalized TopicPartitions form. */
   readonly partitions: readonly TopicPartitions[];
+  /** The coordinator's decision time (its Prepare* entry's update time); 0 for a version 1 file. */
+  readonly decidedMs: number;
 }
 
 export function markerQueueDir(dataDir: string): string {
@@ -41,10 +54,18 @@ export function markerQueueBrokerDir(dataDir: string, brokerId: number): string 
   return join(markerQueueDir(dataDir), `to-${brokerId}`);
 }
 
-/** The file name of a transaction's markers: `<pid>-<epoch>-<commit|abort>.json`, plus `-via-<b>` when forwarded. */
-export function markerFileName(markers: Pick<QueuedMarkers, "producerId" | "producerEpoch" | "result">, viaBroker?: number): string {
+/** The file name of a transaction's markers: `<pid>-<epoch>-<decidedMs>-<commit|abort>.json`, plus `-via-<b>` when forwarded. */
+export function markerFileName(markers: Pick<QueuedMarkers, "producerId" | "producerEpoch" | "decidedMs" | "result">, viaBroker?: number): string {
   const via = viaBroker === undefined ? "" : `-via-${viaBroker}`;
-  return `${markers.producerId}-${markers.producerEpoch}-${markers.result}${via}.json`;
+  return `${markers.producerId}-${markers.producerEpoch}-${markers.decidedMs}-${markers.result}${via}.json`;
+}
+
+/** The order in which a queue's files are applied: by producer, epoch and decision time, numerically. */
+function compareQueueFiles(a: RegExpExecArray, b: RegExpExecArray): number {
+  const key = (m: RegExpExecArray) => [Number(m[1]), Number(m[2]), Number(m[3] ?? 0), Number(m[5] ?? -1)];
+  const [ka, kb] = [key(a), key(b)];
+  for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i]! - kb[i]!;
+  return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
 }
 
 export class MarkerQueue {
@@ -63,19 +84,25 @@ export class MarkerQueue {
     return path;
   }
 
-  /** The queued files for `brokerId`, oldest name first (paths). */
+  /** The queued files for `brokerId` (paths), in the order they must be applied (see the file comment). */
   async list(brokerId: number): Promise<string[]> {
     const dir = markerQueueBrokerDir(this.dataDir, brokerId);
     if ((await this.fs.stat(dir)) === undefined) return [];
     return (await this.fs.readdir(dir))
-      .filter((name) => QUEUE_FILE.test(name))
-      .sort()
-      .map((name) => join(dir, name));
+      .map((name) => QUEUE_FILE.exec(name))
+      .filter((match) => match !== null)
+      .sort(compareQueueFiles)
+      .map((match) => join(dir, match[0]));
   }
 
   /** One queued file (CorruptStateError when it fails its checks; undefined when it is gone). */
   read(path: string): Promise<QueuedMarkers | undefined> {
-    return loadState(this.fs, path, MARKER_QUEUE_FORMAT, { current: MARKER_QUEUE_VERSION, parse: parseQueuedMarkers });
+    return loadState(this.fs, path, MARKER_QUEUE_FORMAT, {
+      current: MARKER_QUEUE_VERSION,
+      accepted: MARKER_QUEUE_ACCEPTED_VERSIONS,
+      migrate: (body, version) => (version === 1 && typeof body === "object" && body !== null ? { ...body, decidedMs: 0 } : body),
+      parse: parseQueuedMarkers,
+    });
   }
 
   /** Replaces a queued file with what is left of it (atomically). */
@@ -134,5 +161,6 @@ export function parseQueuedMarkers(body: unknown): QueuedMarkers {
     coordinatorEpoch: int("coordinatorEpoch", -1),
     result: b.result,
     partitions,
+    decidedMs: int("decidedMs", 0),
   };
 }

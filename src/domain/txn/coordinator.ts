@@ -86,6 +86,8 @@ export interface MarkersEffect {
   readonly producerEpoch: number;
   readonly coordinatorEpoch: number;
   readonly partitions: readonly TopicPartitions[];
+  /** The Prepare* entry's update time: with the producer id and epoch it names this one transaction. */
+  readonly decidedMs: number;
 }
 
 export interface TxnEffects {
@@ -444,7 +446,7 @@ export function completionEffects(entry: TxnEntry, result: TxnResult, coordinato
     offsets: entry.groups.length > 0 ? { action: result === "commit" ? "commit" : "discard", producerId: entry.producerId, groups: entry.groups } : undefined,
     markers:
       entry.partitions.length > 0
-        ? { result, producerId: entry.producerId, producerEpoch: entry.epoch, coordinatorEpoch, partitions: entry.partitions }
+        ? { result, producerId: entry.producerId, producerEpoch: entry.epoch, coordinatorEpoch, partitions: entry.partitions, decidedMs: entry.updatedMs }
         : undefined,
     completeAfterMarkers: true,
   };

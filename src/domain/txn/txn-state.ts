@@ -161,6 +161,12 @@ export function blankTxnEntry(transactionalId: string, producerId: number, timeo
  * table allows `entry.state -> to` and the result satisfies the invariants of `to`. Anything else is an
  * error value naming the transition and the broken rule; `entry` is never modified.
  *
+ * updatedMs never goes backwards, and a decision (Prepare*) is stamped strictly after the entry's previous
+ * transition, even when the clock stands still or steps back: so every decision of an entry has its own
+ * time. With transaction version 1 a producer keeps its id and epoch across transactions, and (producer
+ * id, epoch, decision time) is what names one transaction's queued markers (storage/marker-queue.ts). The
+ * stamp runs ahead of the clock by at most a millisecond per decision made within one.
+ *
  * The invariants (Apache's completeTransitionTo, plus the ones that make an entry well-formed):
  * - producer id >= 0; epoch in [0, 32767]; lastEpoch in [-1, 32767]; timeout > 0;
  * - Empty: epoch unchanged (a retry), bumped by one, or 0 with a new producer id; no partitions, no
@@ -187,7 +193,7 @@ export function transition(entry: TxnEntry, to: TxnState, changes: TxnChanges, n
     partitions: changes.partitions ?? entry.partitions,
     groups: changes.groups ?? entry.groups,
     ongoingSinceMs: changes.ongoingSinceMs ?? entry.ongoingSinceMs,
-    updatedMs: nowMs,
+    updatedMs: to === "PrepareCommit" || to === "PrepareAbort" ? Math.max(nowMs, entry.updatedMs + 1) : Math.max(nowMs, entry.updatedMs),
   };
   const shape = entryShapeProblem(next);
   if (shape !== undefined) return fail(shape);

@@ -15,6 +15,7 @@ import { silentLogger } from "../../../src/platform/logger.ts";
 import { FenceLogWriter, fenceLogPath, readFenceLog } from "../../../src/storage/fence-log.ts";
 import { MarkerQueue } from "../../../src/storage/marker-queue.ts";
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
+import type { TxnEntry, TxnState } from "../../../src/domain/txn/txn-state.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
@@ -149,10 +150,34 @@ describe("commit and abort", () => {
     expect(entry?.state).toBe("CompleteCommit");
     expect(entry?.partitions).toEqual([]);
     expect(entry?.groups).toEqual([]);
-    // The peer's file is named after the transaction, so a retry overwrites itself.
+    // The peer's file is named after the transaction (its decision time included), so a retry overwrites itself.
     const files = await h.queue.list(1);
-    expect(files.map((f) => f.split("/").pop())).toEqual([`${p.producerId}-${p.producerEpoch}-commit.json`]);
-    expect((await h.queue.read(files[0]!))?.partitions).toEqual(orders(1));
+    const decidedMs = h.clock.nowMs() + 1; // one ms after AddOffsetsToTxn's transition, the clock standing still
+    expect(files.map((f) => f.split("/").pop())).toEqual([`${p.producerId}-${p.producerEpoch}-${decidedMs}-commit.json`]);
+    expect(await h.queue.read(files[0]!)).toMatchObject({ partitions: orders(1), decidedMs, result: "commit" });
+  });
+
+  test("consecutive transactions of one producer epoch each queue their own file for the peer, in order", async () => {
+    const h = await setup();
+    h.ownership.leaders.set("orders-1", 1);
+    h.ownership.leaders.set("orders-2", 1);
+    const p = await init(h, "tx");
+    // Transaction version 1: the same producer id and epoch for all three, all within one clock reading.
+    const transactions = [
+      { partitions: orders(1, 2), commit: true },
+      { partitions: orders(1), commit: false },
+      { partitions: orders(2), commit: true },
+    ];
+    for (const t of transactions) {
+      expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: t.partitions })).toBe(ErrorCode.NONE);
+      expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: t.commit })).errorCode).toBe(ErrorCode.NONE);
+    }
+    const queued = await Promise.all((await h.queue.list(1)).map((path) => h.queue.read(path)));
+    expect(queued.map((m) => ({ result: m?.result, partitions: m?.partitions, epoch: m?.producerEpoch }))).toEqual([
+      { result: "commit", partitions: orders(1, 2), epoch: p.producerEpoch },
+      { result: "abort", partitions: orders(1), epoch: p.producerEpoch },
+      { result: "commit", partitions: orders(2), epoch: p.producerEpoch },
+    ]);
   });
 
   test("EndTxn(abort) discards the staged offsets and writes ABORT markers; retries answer by state", async () => {
@@ -417,6 +442,44 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
     expect(await h.coordinator.withVerifiedGroup(ref("tx", p), "g", stage)).toEqual({ errorCode: ErrorCode.NONE, value: [ErrorCode.NONE] });
     expect(staged).toEqual(["staged"]);
     expect(verifyGroup({ ...(await h.store.get("tx"))!, state: "PrepareCommit" }, ref("tx", p), "g")).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+  });
+
+  test("verifyGroup in every state, for the current producer, another epoch and another producer id", () => {
+    const PID = 4000;
+    const entry = (state: TxnState, groups: string[]): TxnEntry => ({
+      transactionalId: "tx",
+      producerId: PID,
+      lastProducerId: PID,
+      epoch: 5,
+      lastEpoch: 4,
+      timeoutMs: 60_000,
+      state,
+      partitions: [],
+      groups,
+      ongoingSinceMs: 1,
+      updatedMs: 1,
+    });
+    const current = { transactionalId: "tx", producerId: PID, producerEpoch: 5 };
+    const { NONE, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING } = ErrorCode;
+    // [state, groups of the entry, answer to its current producer for group g]
+    const table: [TxnState, string[], number][] = [
+      ["Empty", [], TRANSACTION_ABORTABLE],
+      ["Ongoing", ["g"], NONE],
+      ["Ongoing", ["other"], TRANSACTION_ABORTABLE], // g was never added with AddOffsetsToTxn
+      ["PrepareCommit", ["g"], CONCURRENT_TRANSACTIONS],
+      ["PrepareAbort", ["g"], CONCURRENT_TRANSACTIONS],
+      ["CompleteCommit", [], TRANSACTION_ABORTABLE],
+      ["CompleteAbort", [], TRANSACTION_ABORTABLE],
+      ["PrepareEpochFence", ["g"], TRANSACTION_ABORTABLE],
+      ["Dead", [], TRANSACTION_ABORTABLE],
+    ];
+    for (const [state, groups, expected] of table) {
+      const e = entry(state, groups);
+      expect([state, verifyGroup(e, current, "g")]).toEqual([state, expected]);
+      expect([state, verifyGroup(e, { ...current, producerEpoch: 4 }, "g")]).toEqual([state, PRODUCER_FENCED]);
+      expect([state, verifyGroup(e, { ...current, producerId: PID + 1 }, "g")]).toEqual([state, INVALID_PRODUCER_ID_MAPPING]);
+    }
+    expect(verifyGroup(undefined, current, "g")).toBe(INVALID_PRODUCER_ID_MAPPING);
   });
 
   test("staging and EndTxn's offset hook never interleave", async () => {

@@ -38,6 +38,7 @@ const markers = (partitions: number[], overrides: Partial<QueuedMarkers> = {}): 
   coordinatorEpoch: 0,
   result: "commit",
   partitions: [{ topic: "orders", partitions }],
+  decidedMs: 1_700_000_000_000,
   ...overrides,
 });
 
@@ -102,7 +103,7 @@ describe("marker queue watcher", () => {
     const path = await h.queue.enqueue(1, markers([0, 1, 2]));
     expect(await h.watcher.poll()).toEqual({ files: 1, completed: 0, written: 1, forwarded: 1, retried: 1 });
     const forwarded = await h.queue.list(3);
-    expect(forwarded.map((p) => p.split("/").pop())).toEqual(["4000-3-commit-via-1.json"]);
+    expect(forwarded.map((p) => p.split("/").pop())).toEqual(["4000-3-1700000000000-commit-via-1.json"]);
     expect((await h.queue.read(forwarded[0]!))?.partitions).toEqual([{ topic: "orders", partitions: [1] }]);
     expect((await h.queue.read(path))?.partitions).toEqual([{ topic: "orders", partitions: [2] }]);
     h.ownership.leaders.delete("orders-2");

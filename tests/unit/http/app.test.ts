@@ -306,7 +306,7 @@ const marker: MarkerView = {
   targetBrokerId: 1,
   source: "queue",
   sinceMs: 1_700_000_000_000,
-  file: "__cluster/marker_queue/to-1/7-3-commit.json",
+  file: "__cluster/marker_queue/to-1/7-3-1700000000000-commit.json",
 };
 
 const txnDetail: TransactionDetailView = {

@@ -220,7 +220,8 @@ describe("transactions over the real coordinator", () => {
     const refuse = async () => ({ ok: false as const, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER, message: "not now" });
     (p0 as unknown as { appendMarker: unknown }).appendMarker = refuse;
     expect((await broker.services.txn.endTxn({ ...ref, commit: true })).errorCode).toBe(ErrorCode.NONE);
-    const decidedMs = clock.nowMs();
+    // The clock stood still since the transaction opened: the decision is stamped a millisecond after it.
+    const decidedMs = clock.nowMs() + 1;
 
     const markers = await body(app.request("/v1/markers"));
     expect(markers).toEqual({
@@ -288,6 +289,7 @@ describe("transactions over the real coordinator", () => {
       coordinatorEpoch: 0,
       result: "abort",
       partitions: [{ topic: "orders", partitions: [0, 1] }],
+      decidedMs: 1_700_000_000_000,
     });
     const listed = await body(app.request("/v1/markers?limit=1"));
     expect(listed.total).toBe(2);
@@ -303,7 +305,7 @@ describe("transactions over the real coordinator", () => {
       partition: 0,
       targetBrokerId: 3,
       source: "queue",
-      file: "__cluster/marker_queue/to-3/0-0-abort.json",
+      file: "__cluster/marker_queue/to-3/0-0-1700000000000-abort.json",
     });
     expect(typeof listed.markers[0].sinceMs).toBe("number");
     expect((await ports.transactions.get("peer-txn"))?.pendingMarkers.map((m) => m.partition)).toEqual([0, 1]);

@@ -87,16 +87,18 @@ function expectNoWrite(decision: TxnDecision, input: TxnEntry | undefined, error
 }
 
 /** The fence-and-abort of an open transaction at epoch 5: PrepareAbort at 6, abort markers, offsets discarded. */
-function expectFencedAbort(decision: TxnDecision, errorCode: number): void {
+function expectFencedAbort(decision: TxnDecision, errorCode: number, nowMs = NOW): void {
   expect(decision.errorCode).toBe(errorCode);
   expect(decision.write).toBe(true);
   expect(decision.entry).toMatchObject({ state: "PrepareAbort", producerId: PID, epoch: 6, lastEpoch: -1, partitions: [{ topic: "t", partitions: [0, 1] }], groups: ["g"] });
   expect(decision.effects).toEqual({
     fence: { producerId: PID, epoch: 6 },
     offsets: { action: "discard", producerId: PID, groups: ["g"] },
-    markers: { result: "abort", producerId: PID, producerEpoch: 6, coordinatorEpoch: 0, partitions: [{ topic: "t", partitions: [0, 1] }] },
+    // The fence (at nowMs) and the decision are two transitions: the decision is stamped a millisecond later.
+    markers: { result: "abort", producerId: PID, producerEpoch: 6, coordinatorEpoch: 0, partitions: [{ topic: "t", partitions: [0, 1] }], decidedMs: nowMs + 1 },
     completeAfterMarkers: true,
   });
+  expect(decision.entry?.updatedMs).toBe(nowMs + 1);
 }
 
 // ---- InitProducerId ----------------------------------------------------------------------------
@@ -497,7 +499,7 @@ for (const commit of [true, false]) {
           expect(d.effects).toEqual({
             fence: undefined,
             offsets: { action: commit ? "commit" : "discard", producerId: PID, groups: ["g"] },
-            markers: { result: direction, producerId: PID, producerEpoch: 5, coordinatorEpoch: 0, partitions: [{ topic: "t", partitions: [0, 1] }] },
+            markers: { result: direction, producerId: PID, producerEpoch: 5, coordinatorEpoch: 0, partitions: [{ topic: "t", partitions: [0, 1] }], decidedMs: NOW },
             completeAfterMarkers: true,
           });
           return;
@@ -568,7 +570,8 @@ describe("completeTxn (EndTxn phase two)", () => {
   });
 
   test("recoveryEffects re-derives the finishing effects of an entry found in Prepare*", () => {
-    expect(recoveryEffects(entryIn("PrepareCommit")!, 3)).toEqual(endTxn(entryIn("Ongoing"), { transactionalId: "tx", producerId: PID, producerEpoch: 5, commit: true }, NOW, 3).effects);
+    const decided = endTxn(entryIn("Ongoing"), { transactionalId: "tx", producerId: PID, producerEpoch: 5, commit: true }, NOW, 3);
+    expect(recoveryEffects(decided.entry!, 3)).toEqual(decided.effects);
     expect(recoveryEffects(entryIn("PrepareAbort")!)?.markers?.result).toBe("abort");
     expect(recoveryEffects(entryIn("Ongoing")!)).toBeUndefined();
     expect(recoveryEffects(entryIn("CompleteCommit")!)).toBeUndefined();
@@ -591,6 +594,26 @@ describe("a whole transaction, twice", () => {
     entry = addPartitions(entry, { ...ref, partitions: [{ topic: "u", partitions: [1] }] }, T0 + 60).entry;
     expect(entry).toMatchObject({ state: "Ongoing", partitions: [{ topic: "u", partitions: [1] }], ongoingSinceMs: T0 + 60 });
   });
+
+  test("each decision of one producer id and epoch is stamped later than the one before, whatever the clock says", () => {
+    // Transaction version 1 keeps the id and epoch across transactions; the decision time tells them apart
+    // (it names the queued markers of each one), so it must differ even when the clock stands still or
+    // steps back.
+    let entry = init(undefined).decision.entry;
+    const ref = { transactionalId: "tx", producerId: NEW_PID, producerEpoch: 0 };
+    const decidedAt: number[] = [];
+    for (const [i, clockMs] of [NOW, NOW, NOW, NOW - 500].entries()) {
+      entry = addPartitions(entry, { ...ref, partitions: [{ topic: "t", partitions: [0] }] }, clockMs).entry;
+      const decided = endTxn(entry, { ...ref, commit: i % 2 === 0 }, clockMs);
+      expect(decided.effects.markers?.decidedMs).toBe(decided.entry!.updatedMs);
+      decidedAt.push(decided.entry!.updatedMs);
+      entry = completeTxn(decided.entry, clockMs).entry;
+    }
+    expect(decidedAt).toEqual([NOW + 1, NOW + 2, NOW + 3, NOW + 4]);
+    // With the clock ahead of the last transition, the decision takes the clock's time.
+    entry = addPartitions(entry, { ...ref, partitions: [{ topic: "t", partitions: [0] }] }, NOW + 50).entry;
+    expect(endTxn(entry, { ...ref, commit: true }, NOW + 100).entry?.updatedMs).toBe(NOW + 100);
+  });
 });
 
 // ---- timeouts and expiry -----------------------------------------------------------------------
@@ -601,7 +624,7 @@ describe("abortTimedOut", () => {
     test(`in ${where}, past the timeout`, () => {
       const input = entryIn(where);
       const d = abortTimedOut(input, late);
-      if (where === "Ongoing") expectFencedAbort(d, NONE);
+      if (where === "Ongoing") expectFencedAbort(d, NONE, late);
       else expectNoWrite(d, input, NONE);
     });
   }
