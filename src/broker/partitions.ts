@@ -51,8 +51,7 @@ export class PartitionManager {
   private verifier: TransactionVerifier = noTransactions;
   /** What every partition asks; it delegates, so that a verifier installed later reaches open partitions. */
   private readonly partitionVerifier: TransactionVerifier = {
-    isPartitionInOngoingTransaction: (producerId, producerEpoch, topic, partition) =>
-      this.verifier.isPartitionInOngoingTransaction(producerId, producerEpoch, topic, partition),
+    verifyBatch: (producerId, producerEpoch, topic, partition) => this.verifier.verifyBatch(producerId, producerEpoch, topic, partition),
   };
 
   constructor(

@@ -37,10 +37,11 @@
  * pass finishes Prepare* entries; every hour (transaction.remove.expired.transaction.cleanup.interval.ms)
  * transactional ids idle for transactional.id.expiration.ms (7 days) are removed.
  *
- * The verifier: `verifier` answers, for the partition side, whether a partition is in a producer's ongoing
- * transaction (what stops a transactional batch outside its transaction, i.e. hanging transactions). It is
- * an in-memory index of the Ongoing entries, updated as their changes become durable; an entry leaving
- * Ongoing leaves the index as soon as the decision is made.
+ * The verifier: `verifier` answers, for the partition side, whether a transactional batch belongs to its
+ * producer's ongoing transaction (what stops a batch outside its transaction, i.e. hanging transactions),
+ * and if not why, as Apache's coordinator does: unknown producer id, fenced epoch, a decision in progress,
+ * or a partition not added. It is an in-memory index of the entries by producer id, updated as their
+ * changes become durable; an entry leaving Ongoing changes it as soon as the decision is made.
  *
  * Not done here: cross-broker verification (a peer's partitions cannot ask this index; the partition side
  * of a peer answers from its own coordinator's view), reloading a slot taken over from another broker
@@ -216,7 +217,9 @@ export class TxnCoordinator {
   private readonly locks = new Map<string, Promise<void>>();
   /** Ongoing entries by transactional id and by producer id (the verifier's and the reaper's index). */
   private readonly ongoingById = new Map<string, TxnEntry>();
-  private readonly ongoingByPid = new Map<number, TxnEntry>();
+  /** Every entry by its current producer id (the verifier's index), and each id's producer id in it. */
+  private readonly byPid = new Map<number, TxnEntry>();
+  private readonly pidById = new Map<string, number>();
   /** Ids whose entry is in Prepare*: decided, not yet completed. */
   private readonly unfinished = new Set<string>();
   /**
@@ -234,9 +237,12 @@ export class TxnCoordinator {
   private readonly expirationMs: number;
 
   readonly verifier: TransactionVerifier = {
-    isPartitionInOngoingTransaction: (producerId, producerEpoch, topic, partition) => {
-      const entry = this.ongoingByPid.get(producerId);
-      return entry !== undefined && entry.epoch === producerEpoch && containsPartition(entry.partitions, topic, partition);
+    verifyBatch: (producerId, producerEpoch, topic, partition) => {
+      const entry = this.byPid.get(producerId);
+      if (entry === undefined) return "unknown-producer";
+      if (entry.epoch !== producerEpoch) return "fenced";
+      if (isPrepare(entry.state)) return "deciding";
+      return entry.state === "Ongoing" && containsPartition(entry.partitions, topic, partition) ? "in-transaction" : "not-in-transaction";
     },
   };
 
@@ -702,17 +708,17 @@ export class TxnCoordinator {
     return decision;
   }
 
-  /** Keeps the Ongoing index and the unfinished set in step with the entry of `id`. */
+  /** Keeps the indexes (Ongoing, by producer id) and the unfinished set in step with the entry of `id`. */
   private track(id: string, entry: TxnEntry | undefined): void {
-    const old = this.ongoingById.get(id);
-    if (old !== undefined) {
-      this.ongoingById.delete(id);
-      if (this.ongoingByPid.get(old.producerId) === old) this.ongoingByPid.delete(old.producerId);
+    const oldPid = this.pidById.get(id);
+    if (oldPid !== undefined && this.byPid.get(oldPid)?.transactionalId === id) this.byPid.delete(oldPid);
+    if (entry === undefined) this.pidById.delete(id);
+    else {
+      this.pidById.set(id, entry.producerId);
+      this.byPid.set(entry.producerId, entry);
     }
-    if (entry?.state === "Ongoing") {
-      this.ongoingById.set(id, entry);
-      this.ongoingByPid.set(entry.producerId, entry);
-    }
+    this.ongoingById.delete(id);
+    if (entry?.state === "Ongoing") this.ongoingById.set(id, entry);
     if (isPrepare(entry?.state)) this.unfinished.add(id);
     else {
       this.unfinished.delete(id);

@@ -42,7 +42,7 @@ import {
   type FenceResult,
   type ProducerStateTable,
 } from "../domain/producer-state.ts";
-import { noTransactions, type TransactionVerifier } from "../domain/txn/verifier.ts";
+import { noTransactions, type TransactionVerifier, type TxnBatchVerdict } from "../domain/txn/verifier.ts";
 import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
@@ -95,6 +95,25 @@ export type MarkerOutcome =
 
 /** Apache's message for a transactional batch that failed verification (Produce v3-v10). */
 export const NOT_IN_TRANSACTION_MESSAGE = "Partition was not added to the transaction";
+
+/** The Produce answer to a transactional batch the coordinator does not vouch for (Apache's, by verdict). */
+function refusedTransactionalBatch(verdict: Exclude<TxnBatchVerdict, "in-transaction">): ProduceOutcome {
+  switch (verdict) {
+    case "unknown-producer":
+      return { kind: "error", errorCode: ErrorCode.INVALID_PRODUCER_ID_MAPPING, message: "The producer id is not the current producer of a transactional id" };
+    case "fenced":
+      return { kind: "error", errorCode: ErrorCode.INVALID_PRODUCER_EPOCH, message: "The producer epoch is not the transactional id's current epoch (fenced)" };
+    case "deciding":
+      // Apache answers a retriable error that older clients retry without a metadata refresh.
+      return {
+        kind: "error",
+        errorCode: ErrorCode.NOT_ENOUGH_REPLICAS,
+        message: "Unable to verify the partition has been added to the transaction. Underlying error: CONCURRENT_TRANSACTIONS",
+      };
+    case "not-in-transaction":
+      return { kind: "error", errorCode: ErrorCode.INVALID_TXN_STATE, message: NOT_IN_TRANSACTION_MESSAGE, notInTransaction: true };
+  }
+}
 
 /** How much log one replay read takes at a time while rebuilding producer state. */
 const REPLAY_READ_BYTES = 1024 * 1024;
@@ -299,10 +318,11 @@ export class Partition {
       // A zombie's batch is fenced by the epoch first, as Apache's coordinator answers PRODUCER_FENCED
       // (rewritten to INVALID_PRODUCER_EPOCH for Produce) before it looks at the partitions.
       const fenced = classification?.kind === "error" && classification.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH;
-      if (!fenced && !(idempotent && this.verifier.isPartitionInOngoingTransaction(batch.producerId, batch.producerEpoch, this.topic, this.partition))) {
-        // Refusing here is what prevents hanging transactions: a batch the coordinator does not know of
+      if (!fenced) {
+        // Refusing here is what prevents hanging transactions: a batch the coordinator does not vouch for
         // would open a transaction here that no marker ever ends.
-        return { kind: "error", errorCode: ErrorCode.INVALID_TXN_STATE, message: NOT_IN_TRANSACTION_MESSAGE, notInTransaction: true };
+        const verdict = idempotent ? this.verifier.verifyBatch(batch.producerId, batch.producerEpoch, this.topic, this.partition) : "not-in-transaction";
+        if (verdict !== "in-transaction") return refusedTransactionalBatch(verdict);
       }
     }
     if (classification?.kind === "duplicate") {

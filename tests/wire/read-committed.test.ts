@@ -7,7 +7,7 @@
  * the partition side is tested on its own.
  */
 import { describe, expect, test } from "bun:test";
-import type { TransactionVerifier } from "../../src/domain/txn/verifier.ts";
+import type { TransactionVerifier, TxnBatchVerdict } from "../../src/domain/txn/verifier.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { BATCH_HEADER_BYTES, checkBatch, parseBatchHeader, parseControlRecord } from "../../src/protocol/records/record-batch.ts";
 import { buildBatch } from "../support/batch-builder.ts";
@@ -30,8 +30,8 @@ class FakeVerifier implements TransactionVerifier {
   allow(topic: string, producerId: number, epoch = 0, partition = 0): void {
     this.allowed.add(`${topic}/${partition}/${producerId}/${epoch}`);
   }
-  isPartitionInOngoingTransaction(producerId: number, producerEpoch: number, topic: string, partition: number): boolean {
-    return this.allowed.has(`${topic}/${partition}/${producerId}/${producerEpoch}`);
+  verifyBatch(producerId: number, producerEpoch: number, topic: string, partition: number): TxnBatchVerdict {
+    return this.allowed.has(`${topic}/${partition}/${producerId}/${producerEpoch}`) ? "in-transaction" : "not-in-transaction";
   }
 }
 

@@ -491,6 +491,24 @@ describe("zombie fencing", () => {
     expect(await endTxn(fresh, true)).toBe(ErrorCode.NONE);
     expect((await fetchPartition("orders", 2, READ_COMMITTED, start)).visible).toEqual(["n1"]);
   }, TIMEOUT);
+
+  test("a zombie is fenced with 47 on any partition, even one without its producer state; an unknown producer id gets 49", async () => {
+    const zombie = await newProducer("tx-zombie-unwritten");
+    expect(await addPartitions(zombie, { payments: [1] })).toEqual([["payments", 1, ErrorCode.NONE]]);
+    expect((await initProducerId("tx-zombie-unwritten")).errorCode).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+    const before = await Promise.all([0, 1].map(async (i) => (await fetchPartition("payments", i, READ_UNCOMMITTED)).highWatermark));
+    for (const version of [9, 11]) {
+      // payments-1 was in the aborted transaction: its abort marker carries the bumped epoch.
+      expect((await produceTxn(zombie, "payments", 1, ["z"], { version })).errorCode).toBe(ErrorCode.INVALID_PRODUCER_EPOCH);
+      // payments-0 never saw this producer: only the coordinator knows it is fenced (Apache's verification
+      // answers PRODUCER_FENCED, which Produce answers as 47).
+      expect((await produceTxn(zombie, "payments", 0, ["z"], { version })).errorCode).toBe(ErrorCode.INVALID_PRODUCER_EPOCH);
+    }
+    // A producer id no transactional id has (Apache's coordinator: INVALID_PRODUCER_ID_MAPPING).
+    const stranger: Producer = { transactionalId: "tx-zombie-unwritten", producerId: zombie.producerId + 1_000_000, producerEpoch: 0, sequences: new Map() };
+    expect((await produceTxn(stranger, "payments", 0, ["s"])).errorCode).toBe(ErrorCode.INVALID_PRODUCER_ID_MAPPING);
+    expect(await Promise.all([0, 1].map(async (i) => (await fetchPartition("payments", i, READ_UNCOMMITTED)).highWatermark))).toEqual(before);
+  }, TIMEOUT);
 });
 
 describe("WriteTxnMarkers", () => {

@@ -11,15 +11,27 @@
  * refuses every transactional batch.
  */
 
+/**
+ * The coordinator's answer about one transactional batch, in the order Apache's coordinator checks
+ * (TransactionCoordinator.handleVerifyPartitionsInTransaction):
+ * - "unknown-producer": no transactional id has this producer id now (never had, expired, or rotated
+ *   away): INVALID_PRODUCER_ID_MAPPING;
+ * - "fenced": the producer id's current epoch is another one (a zombie): PRODUCER_FENCED, which Produce
+ *   answers as INVALID_PRODUCER_EPOCH;
+ * - "deciding": the transaction is in PrepareCommit/PrepareAbort: CONCURRENT_TRANSACTIONS, which Produce
+ *   answers as the retriable NOT_ENOUGH_REPLICAS;
+ * - "not-in-transaction": the partition was not added to an ongoing transaction: INVALID_TXN_STATE, or
+ *   TRANSACTION_ABORTABLE from Produce v11;
+ * - "in-transaction": append.
+ */
+export type TxnBatchVerdict = "in-transaction" | "unknown-producer" | "fenced" | "deciding" | "not-in-transaction";
+
 export interface TransactionVerifier {
-  /**
-   * True when `topic`-`partition` was added (AddPartitionsToTxn) to the ongoing transaction of
-   * `producerId` and `producerEpoch` is that transaction's current epoch.
-   */
-  isPartitionInOngoingTransaction(producerId: number, producerEpoch: number, topic: string, partition: number): boolean;
+  /** What the coordinator says about a transactional batch of `producerId` at `producerEpoch` for `topic`-`partition`. */
+  verifyBatch(producerId: number, producerEpoch: number, topic: string, partition: number): TxnBatchVerdict;
 }
 
 /** No transaction coordinator: no partition is ever in an ongoing transaction. */
 export const noTransactions: TransactionVerifier = {
-  isPartitionInOngoingTransaction: () => false,
+  verifyBatch: () => "not-in-transaction",
 };

@@ -385,7 +385,8 @@ describe("timeouts and expiry", () => {
     expect(entry?.state).toBe("CompleteAbort");
     expect(entry?.epoch).toBe(p.producerEpoch + 1);
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.PRODUCER_FENCED);
-    expect(h.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    // The timed-out producer's batches are now a zombie's.
+    expect(h.coordinator.verifier.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("fenced");
   });
 
   test("transactional ids idle for 7 days expire; open transactions never do", async () => {
@@ -404,25 +405,54 @@ describe("timeouts and expiry", () => {
 });
 
 describe("verifier, TxnOffsetCommit check, listing", () => {
-  test("the verifier knows exactly the partitions of ongoing transactions at their epoch", async () => {
+  test("the verifier knows exactly the partitions of ongoing transactions at their epoch, and why a batch is refused", async () => {
     const h = await setup();
     const p = await init(h, "tx");
     const v = h.coordinator.verifier;
-    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    expect(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("not-in-transaction");
     await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
-    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(true);
-    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 1)).toBe(false);
-    expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch + 1, "orders", 0)).toBe(false);
-    expect(v.isPartitionInOngoingTransaction(p.producerId + 1, p.producerEpoch, "orders", 0)).toBe(false);
-    // A transaction stops taking batches as soon as it is decided.
+    expect(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("in-transaction");
+    expect(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 1)).toBe("not-in-transaction");
+    expect(v.verifyBatch(p.producerId, p.producerEpoch + 1, "orders", 0)).toBe("fenced");
+    expect(v.verifyBatch(p.producerId, p.producerEpoch - 1, "orders", 0)).toBe("fenced");
+    expect(v.verifyBatch(p.producerId + 1, p.producerEpoch, "orders", 0)).toBe("unknown-producer");
+    // A transaction stops taking batches as soon as it is decided, and says so until it is complete.
+    const duringMarkers: string[] = [];
     h.partitions.beforeWrite = () => {
-      expect(v.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+      duringMarkers.push(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0));
     };
     await h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    expect(duringMarkers).toEqual(["deciding"]);
+    expect(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("not-in-transaction");
     // Rebuilt from the store at start-up.
     await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(3) });
     const restarted = await setup({ fs: h.fs, clock: h.clock });
-    expect(restarted.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 3)).toBe(true);
+    expect(restarted.coordinator.verifier.verifyBatch(p.producerId, p.producerEpoch, "orders", 3)).toBe("in-transaction");
+    expect(restarted.coordinator.verifier.verifyBatch(p.producerId + 1, p.producerEpoch, "orders", 3)).toBe("unknown-producer");
+  });
+
+  test("the verifier follows a producer id through a fence and an expiry", async () => {
+    const h = await setup();
+    const first = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", first), partitions: orders(0, 1) });
+    // A new instance with the same transactional id fences the open transaction (CONCURRENT_TRANSACTIONS,
+    // then the bumped epoch on the retry): the zombie's batches are fenced even on a partition where it
+    // never wrote, which has no producer state to fence it by.
+    expect((await h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 })).errorCode).toBe(
+      ErrorCode.CONCURRENT_TRANSACTIONS,
+    );
+    expect(h.coordinator.verifier.verifyBatch(first.producerId, first.producerEpoch, "orders", 1)).toBe("fenced");
+    const second = await init(h, "tx");
+    expect(second.producerId).toBe(first.producerId);
+    await h.coordinator.addPartitions({ ...ref("tx", second), partitions: orders(1) });
+    expect(h.coordinator.verifier.verifyBatch(second.producerId, second.producerEpoch, "orders", 1)).toBe("in-transaction");
+    expect(h.coordinator.verifier.verifyBatch(first.producerId, first.producerEpoch, "orders", 1)).toBe("fenced");
+    await h.coordinator.endTxn({ ...ref("tx", second), commit: false });
+    // Expired after 7 idle days: the producer id is nobody's any more. (The clock stood still through the
+    // transitions above, whose stamps run a few milliseconds ahead of it.)
+    h.clock.advance(7 * DAY_MS + 60_000);
+    expect(await h.coordinator.expireTransactionalIds()).toBe(1);
+    expect(h.coordinator.verifier.verifyBatch(second.producerId, second.producerEpoch, "orders", 1)).toBe("unknown-producer");
   });
 
   test("TxnOffsetCommit stages only for the current producer of a transaction that added the group", async () => {
@@ -550,7 +580,7 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
     h.fs.failNextWrite(`${DATA}/__cluster/txn_state`);
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) })).toBe(ErrorCode.NOT_COORDINATOR);
     expect((await h.store.get("tx"))?.state).toBe("Empty");
-    expect(h.coordinator.verifier.isPartitionInOngoingTransaction(p.producerId, p.producerEpoch, "orders", 0)).toBe(false);
+    expect(h.coordinator.verifier.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("not-in-transaction");
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) })).toBe(ErrorCode.NONE);
   });
 });

@@ -267,7 +267,7 @@ describe("transactions over the real coordinator", () => {
   test("an orphaned transaction on a partition (no coordinator entry) is a stuck-LSO warning once the grace has passed", async () => {
     const { clock, broker, ports } = await setup();
     // A batch the verifier would refuse today (what an older broker or a bug may have left in a log).
-    broker.services.partitions.setTransactionVerifier({ isPartitionInOngoingTransaction: () => true });
+    broker.services.partitions.setTransactionVerifier({ verifyBatch: () => "in-transaction" });
     await appendTransactional(broker, 1, 999, 0, 2);
     expect((await ports.transactions.overview()).warnings).toEqual([]);
     clock.advance(29_000);

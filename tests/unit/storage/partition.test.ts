@@ -6,7 +6,7 @@
  * restart and a crash (reopen without close), including missing, damaged and torn index files.
  */
 import { describe, expect, test } from "bun:test";
-import type { TransactionVerifier } from "../../../src/domain/txn/verifier.ts";
+import type { TransactionVerifier, TxnBatchVerdict } from "../../../src/domain/txn/verifier.ts";
 import { FatalError } from "../../../src/errors/errors.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { buildControlBatch, parseBatchHeader, parseControlRecord } from "../../../src/protocol/records/record-batch.ts";
@@ -34,9 +34,11 @@ class FakeVerifier implements TransactionVerifier {
     this.allowed.delete(`${producerId}/${epoch}`);
     return this;
   }
-  isPartitionInOngoingTransaction(producerId: number, producerEpoch: number, topic: string, partition: number): boolean {
+  /** What it answers for pairs it was not told about. */
+  otherwise: Exclude<TxnBatchVerdict, "in-transaction"> = "not-in-transaction";
+  verifyBatch(producerId: number, producerEpoch: number, topic: string, partition: number): TxnBatchVerdict {
     this.asked.push([producerId, producerEpoch, topic, partition]);
-    return topic === TOPIC && this.allowed.has(`${producerId}/${producerEpoch}`);
+    return topic === TOPIC && this.allowed.has(`${producerId}/${producerEpoch}`) ? "in-transaction" : this.otherwise;
   }
 }
 
@@ -143,6 +145,26 @@ describe("transactional appends", () => {
     expect(p.producers.get(1)?.currentTxnFirstOffset).toBe(0);
     // Another epoch of the same producer is not vouched for.
     expect(append(p, batchOf(1, 1, { sequence: 0 }))).toMatchObject({ errorCode: ErrorCode.INVALID_TXN_STATE, notInTransaction: true });
+    await p.close();
+  });
+
+  test("the coordinator's other verdicts: Apache's Produce answers, nothing written", async () => {
+    const h = harness();
+    const p = await h.open();
+    const cases: [Exclude<TxnBatchVerdict, "in-transaction" | "not-in-transaction">, number][] = [
+      ["unknown-producer", ErrorCode.INVALID_PRODUCER_ID_MAPPING],
+      ["fenced", ErrorCode.INVALID_PRODUCER_EPOCH],
+      ["deciding", ErrorCode.NOT_ENOUGH_REPLICAS],
+    ];
+    for (const [verdict, errorCode] of cases) {
+      h.verifier.otherwise = verdict;
+      const outcome = append(p, batchOf(1, 0));
+      expect([verdict, outcome]).toMatchObject([verdict, { kind: "error", errorCode }]);
+      // Only a partition outside the transaction is answered TRANSACTION_ABORTABLE from Produce v11 on.
+      expect((outcome as { notInTransaction?: boolean }).notInTransaction).toBeUndefined();
+    }
+    expect(p.log.logEndOffset).toBe(0);
+    expect(p.producers.get(1)).toBeUndefined();
     await p.close();
   });
 
