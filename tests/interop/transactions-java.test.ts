@@ -20,7 +20,9 @@
  *      kill itself right after the EndTxn decision is durable, before any marker): on disk the decision is
  *      PrepareCommit / PrepareAbort and no marker exists; the restart completes it, the Java producer's
  *      commitTransaction / abortTransaction returns normally across the crash, the records are visible to
- *      read_committed exactly once (one marker each), and nothing was visible before.
+ *      read_committed exactly once (one marker each), and nothing was visible before; the group offsets
+ *      each transaction carried (sendOffsetsToTransaction) are committed with the commit and discarded with
+ *      the abort, and are unstable (require_stable) until then.
  *
  *   bun test --timeout 600000 tests/interop/transactions-java.test.ts
  */
@@ -204,6 +206,16 @@ async function latestOffset(c: WireClient, topic: string, readCommitted: boolean
   });
   expect(res.topics[0].partitions[0].errorCode).toBe(ErrorCode.NONE);
   return Number(res.topics[0].partitions[0].offset);
+}
+
+/** The group's committed offset of topic-partition 0 asked with require_stable (OffsetFetch v8): a number, or "unstable". */
+async function stableOffset(c: WireClient, group: string, topic: string): Promise<number | "unstable"> {
+  const res = await c.request(9, 8, { groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: [0] }] }], requireStable: true });
+  const g = res.groups[0];
+  const p = g.topics[0].partitions[0];
+  if (g.errorCode === ErrorCode.UNSTABLE_OFFSET_COMMIT || p.errorCode === ErrorCode.UNSTABLE_OFFSET_COMMIT) return "unstable";
+  expect([g.errorCode, p.errorCode]).toEqual([ErrorCode.NONE, ErrorCode.NONE]);
+  return Number(p.committedOffset);
 }
 
 async function describeTxn(c: WireClient, transactionalId: string): Promise<any> {
@@ -620,11 +632,14 @@ describe.skipIf(!CAN_RUN_BINARY)("the broker SIGKILLed between Prepare* and Comp
       let raw = await WireClient.connect(port);
       await createTopic(raw, topic, 1);
 
-      // --- commit: the broker dies once PrepareCommit is durable, before the marker.
-      const committer = new JavaChild("TxnProducer", ["once", bootstrap, topic, "jtx-crash-commit", "c", "4", "commit"]);
+      // --- commit: the broker dies once PrepareCommit is durable, before the marker. The transaction also
+      // carries the offset 40 of a consumer group (sendOffsetsToTransaction), staged until the decision.
+      const group = "jtx-crash-group";
+      const committer = new JavaChild("TxnProducer", ["once", bootstrap, topic, "jtx-crash-commit", "c", "4", "commit", group, "40"]);
       await committer.waitFor(/^OPEN$/m, 30_000);
       expect(await latestOffset(raw, topic, false)).toBe(4);
       expect(await latestOffset(raw, topic, true)).toBe(0);
+      expect(await stableOffset(raw, group, topic)).toBe("unstable");
       expect(keysOf(await consume(bootstrap, topic, "read_committed"), 0)).toEqual([]);
       raw.close();
       committer.line("go");
@@ -643,12 +658,15 @@ describe.skipIf(!CAN_RUN_BINARY)("the broker SIGKILLed between Prepare* and Comp
       raw = await WireClient.connect(port);
       expect(await describeTxn(raw, "jtx-crash-commit")).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit" });
       expect(await latestOffset(raw, topic, true)).toBe(5);
+      // The recovered commit committed the group's offset with the data.
+      expect(await stableOffset(raw, group, topic)).toBe(40);
 
-      // --- abort: the broker dies once PrepareAbort is durable.
-      const aborter = new JavaChild("TxnProducer", ["once", bootstrap, topic, "jtx-crash-abort", "a", "3", "abort"]);
+      // --- abort: the broker dies once PrepareAbort is durable; the group's offset 80 goes with it.
+      const aborter = new JavaChild("TxnProducer", ["once", bootstrap, topic, "jtx-crash-abort", "a", "3", "abort", group, "80"]);
       await aborter.waitFor(/^OPEN$/m, 30_000);
       expect(await latestOffset(raw, topic, false)).toBe(8);
       expect(await latestOffset(raw, topic, true)).toBe(5);
+      expect(await stableOffset(raw, group, topic)).toBe("unstable");
       raw.close();
       aborter.line("go");
       expect(await second.proc.exited).toBe(137);
@@ -666,6 +684,8 @@ describe.skipIf(!CAN_RUN_BINARY)("the broker SIGKILLed between Prepare* and Comp
         expect(await describeTxn(raw, "jtx-crash-abort")).toMatchObject({ transactionState: "CompleteAbort" });
         expect(await latestOffset(raw, topic, true)).toBe(9);
         expect(await latestOffset(raw, topic, false)).toBe(9);
+        // The recovered abort discarded the staged 80: the committed offset is still the first transaction's.
+        expect(await stableOffset(raw, group, topic)).toBe(40);
         // Exactly one marker per transaction: recovery and the client's retry did not write two.
         const { batches } = await readPartitionFully(raw, topic, 0);
         expect(batches.flatMap((b) => (b.header.isControl ? [isCommitMarker(b) ? "COMMIT" : "ABORT"] : b.records.map((r) => utf8(r.key))))).toEqual([

@@ -2,12 +2,16 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -24,9 +28,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                     exception as EXCEPTION <step> <class> (and its causes as CAUSE <class>).
  *   hang <n>          begins, sends n records to partition 0, flushes, prints OPEN and sleeps forever (the test
  *                     kills it with SIGKILL).
- *   once <n> <commit|abort>  one transaction of n records to partition 0; prints OPEN, waits for a line on
- *                     stdin, then commits or aborts and prints COMMITTED 0 / ABORTED 0 with the milliseconds
- *                     the EndTxn took (retries across a broker restart included).
+ *   once <n> <commit|abort> [<group> <offset>]  one transaction of n records to partition 0 (with the group's
+ *                     offset of the topic's partition 0 when a group is given: sendOffsetsToTransaction, as a
+ *                     copier does); prints OPEN, waits for a line on stdin, then commits or aborts and prints
+ *                     COMMITTED 0 / ABORTED 0 with the milliseconds the EndTxn took (retries across a broker
+ *                     restart included).
  * Prints READY after initTransactions, and DONE at the end. Any unexpected exception: FAILED <class> <message>, exit 1.
  */
 public class TxnProducer {
@@ -56,7 +62,7 @@ public class TxnProducer {
         case "batches": batches(producer, topic, prefix, rest); break;
         case "zombie": zombie(producer, topic, prefix, Integer.parseInt(rest.get(0))); break;
         case "hang": hang(producer, topic, prefix, Integer.parseInt(rest.get(0))); break;
-        case "once": once(producer, topic, prefix, Integer.parseInt(rest.get(0)), rest.get(1)); break;
+        case "once": once(producer, topic, prefix, Integer.parseInt(rest.get(0)), rest.get(1), rest.size() > 3 ? rest.get(2) : null, rest.size() > 3 ? Long.parseLong(rest.get(3)) : -1); break;
         default: throw new IllegalArgumentException("unknown mode " + mode);
       }
       say("DONE");
@@ -145,9 +151,12 @@ public class TxnProducer {
     Thread.sleep(Long.MAX_VALUE);
   }
 
-  static void once(KafkaProducer<String, String> producer, String topic, String prefix, int n, String end) throws Exception {
+  static void once(KafkaProducer<String, String> producer, String topic, String prefix, int n, String end, String group, long offset) throws Exception {
     producer.beginTransaction();
     for (Future<RecordMetadata> f : send(producer, topic, 1, prefix, 0, n)) f.get();
+    if (group != null) {
+      producer.sendOffsetsToTransaction(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(offset)), new ConsumerGroupMetadata(group));
+    }
     say("OPEN");
     new BufferedReader(new InputStreamReader(System.in)).readLine();
     long start = System.nanoTime();
