@@ -15,10 +15,11 @@ import { silentLogger } from "../../../src/platform/logger.ts";
 import { FenceLogWriter, fenceLogPath, readFenceLog } from "../../../src/storage/fence-log.ts";
 import { MarkerQueue } from "../../../src/storage/marker-queue.ts";
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
-import type { TxnEntry, TxnState } from "../../../src/domain/txn/txn-state.ts";
+import type { TxnState } from "../../../src/domain/txn/txn-state.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
+import { txnEntryIn } from "../../support/txn-entry.ts";
 
 const DATA = "/data";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -476,19 +477,7 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
 
   test("verifyGroup in every state, for the current producer, another epoch and another producer id", () => {
     const PID = 4000;
-    const entry = (state: TxnState, groups: string[]): TxnEntry => ({
-      transactionalId: "tx",
-      producerId: PID,
-      lastProducerId: PID,
-      epoch: 5,
-      lastEpoch: 4,
-      timeoutMs: 60_000,
-      state,
-      partitions: [],
-      groups,
-      ongoingSinceMs: 1,
-      updatedMs: 1,
-    });
+    const entry = (state: TxnState, groups: string[]) => txnEntryIn(state, { producerId: PID, partitions: [], groups });
     const current = { transactionalId: "tx", producerId: PID, producerEpoch: 5 };
     const { NONE, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING } = ErrorCode;
     // [state, groups of the entry, answer to its current producer for group g]

@@ -20,6 +20,7 @@ import {
   type TxnDecision,
 } from "../../../../src/domain/txn/coordinator.ts";
 import type { TxnEntry, TxnState } from "../../../../src/domain/txn/txn-state.ts";
+import { txnEntryIn } from "../../../support/txn-entry.ts";
 
 const T0 = 1_700_000_000_000;
 const NOW = T0 + 1_000;
@@ -46,21 +47,7 @@ const ALL: Where[] = ["absent", "Empty", "Ongoing", "PrepareCommit", "PrepareAbo
 /** An entry in `state` at PID/epoch 5 (last epoch 4); in a transaction over t-0, t-1 and group g when one is open. */
 function entryIn(state: Where, overrides: Partial<TxnEntry> = {}): TxnEntry | undefined {
   if (state === "absent") return undefined;
-  const inTxn = state === "Ongoing" || state === "PrepareCommit" || state === "PrepareAbort" || state === "PrepareEpochFence";
-  return {
-    transactionalId: "tx",
-    producerId: PID,
-    lastProducerId: PID,
-    epoch: 5,
-    lastEpoch: 4,
-    timeoutMs: 60_000,
-    state,
-    partitions: inTxn ? [{ topic: "t", partitions: [0, 1] }] : [],
-    groups: inTxn ? ["g"] : [],
-    ongoingSinceMs: state === "Empty" ? -1 : T0,
-    updatedMs: T0,
-    ...overrides,
-  };
+  return txnEntryIn(state, { producerId: PID, ongoingSinceMs: state === "Empty" ? -1 : T0, updatedMs: T0, ...overrides });
 }
 
 function allocator(pid = NEW_PID) {

@@ -16,25 +16,12 @@ import {
   type TxnEntry,
   type TxnState,
 } from "../../../../src/domain/txn/txn-state.ts";
+import { txnEntryIn } from "../../../support/txn-entry.ts";
 
 const T0 = 1_700_000_000_000;
 
 function entryIn(state: TxnState, overrides: Partial<TxnEntry> = {}): TxnEntry {
-  const inTxn = state === "Ongoing" || state === "PrepareCommit" || state === "PrepareAbort" || state === "PrepareEpochFence";
-  return {
-    transactionalId: "tx",
-    producerId: 1000,
-    lastProducerId: 1000,
-    epoch: 5,
-    lastEpoch: 4,
-    timeoutMs: 60_000,
-    state,
-    partitions: inTxn ? [{ topic: "t", partitions: [0, 1] }] : [],
-    groups: inTxn ? ["g"] : [],
-    ongoingSinceMs: state === "Empty" ? -1 : T0,
-    updatedMs: T0,
-    ...overrides,
-  };
+  return txnEntryIn(state, { producerId: 1000, ongoingSinceMs: state === "Empty" ? -1 : T0, updatedMs: T0, ...overrides });
 }
 
 /** Changes that satisfy the invariants of each target state, from an entry built by entryIn. */
