@@ -44,6 +44,7 @@ import { BunkaProcess, CAN_RUN_BINARY, cleanEnv, withBrokerLog } from "../suppor
 import { faultTestDir } from "../support/fault-support.ts";
 import { decodeRecordSet, readPartitionFully, utf8, type DecodedBatch } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
@@ -62,64 +63,18 @@ let apache: Promise<ApacheKafka> | undefined;
 // ---------------------------------------------------------------------------------------------
 // Java processes
 
-const children = new Set<JavaChild>();
-
-class JavaChild {
-  readonly proc: Bun.Subprocess<"pipe", "pipe", "pipe">;
-  stdout = "";
-  stderr = "";
-  done = false;
-  readonly exited: Promise<number>;
-
+/** A Java main of this file's programs, as a child process. */
+class JavaChild extends LineChild {
   constructor(main: string, args: string[]) {
-    this.proc = Bun.spawn([javaBin(), ...JVM_FLAGS, "-cp", `${CLASSES}:${libs}/*`, main, ...args], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-    children.add(this);
-    const drain = async (stream: ReadableStream<Uint8Array>, into: "stdout" | "stderr") => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream) this[into] += decoder.decode(chunk, { stream: true });
-    };
-    const drained = Promise.all([drain(this.proc.stdout, "stdout"), drain(this.proc.stderr, "stderr")]).catch(() => undefined);
-    this.exited = Promise.all([this.proc.exited, drained]).then(([code]) => {
-      this.done = true;
-      children.delete(this);
-      return code;
-    });
-  }
-
-  /** Waits until stdout matches `re` (fails at once if the process exits first). */
-  async waitFor(re: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const m = this.stdout.match(re);
-      if (m) return m;
-      if (this.done) throw new Error(`java exited (${this.proc.exitCode}) before printing ${re}\n${this.output()}`);
-      if (Date.now() > deadline) throw new Error(`java did not print ${re} within ${timeoutMs} ms\n${this.output()}`);
-      await Bun.sleep(20);
-    }
-  }
-
-  line(text: string): void {
-    this.proc.stdin.write(`${text}\n`);
-    void this.proc.stdin.flush();
-  }
-
-  async kill(): Promise<void> {
-    this.proc.kill("SIGKILL");
-    await this.exited;
-  }
-
-  output(): string {
-    return `--- stdout ---\n${this.stdout}--- stderr (tail) ---\n${this.stderr.slice(-3000)}`;
+    super(`java ${main}`, [javaBin(), ...JVM_FLAGS, "-cp", `${CLASSES}:${libs}/*`, main, ...args]);
   }
 }
 
 /** Runs a Java main to its end (SIGKILLed after `timeoutMs`, then code 124). */
 async function runJava(main: string, args: string[], timeoutMs = 60_000): Promise<ToolResult> {
   const child = new JavaChild(main, args);
-  const timer = setTimeout(() => child.proc.kill("SIGKILL"), timeoutMs);
-  const code = await child.exited;
-  clearTimeout(timer);
-  return { code: child.proc.signalCode === "SIGKILL" ? 124 : code, stdout: child.stdout, stderr: child.stderr };
+  const code = await child.exitCodeWithin(timeoutMs);
+  return { code: code ?? 124, stdout: child.stdout, stderr: child.stderr };
 }
 
 function ok(r: ToolResult, what = "process"): ToolResult {
@@ -249,8 +204,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const child of [...children]) child.proc.kill("SIGKILL");
-  await Promise.all([...children].map((c) => c.exited));
+  await killLiveChildren();
   client?.close();
   await broker?.stop();
   await (await apache?.catch(() => undefined))?.stop();

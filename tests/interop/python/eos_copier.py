@@ -21,7 +21,8 @@ import json
 import sys
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from read_to_end import read_to_end
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 
 def say(line):
@@ -104,36 +105,7 @@ def rewind(consumer):
 
 
 def read(bootstrap, topic, partitions):
-    errors = []
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        # librdkafka wants a group id for a consumer; with assign() and no commits it never joins the group.
-        "group.id": f"unused-{topic}",
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "error_cb": lambda err: errors.append(str(err)),
-    })
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out = {str(p): [] for p in range(partitions)}
-    at_end = set()
-    deadline = time.monotonic() + 60
-    while len(at_end) < partitions:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"read {topic}: partitions {sorted(set(range(partitions)) - at_end)} never reached their end; errors {errors[:5]}")
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(msg.partition())
-                continue
-            raise SystemExit(f"read {topic}: {msg.error()}")
-        at_end.discard(msg.partition())
-        out[str(msg.partition())].append([msg.key().decode(), msg.value().decode()])
-    consumer.close()
-    say(json.dumps(out))
+    say(json.dumps(read_to_end(bootstrap, topic, partitions, "read_committed", lambda msg: [msg.key().decode(), msg.value().decode()])))
 
 
 def main():

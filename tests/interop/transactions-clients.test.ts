@@ -1,0 +1,272 @@
+/**
+ * Zombie fencing with librdkafka (confluent-kafka for Python, tests/interop/python/txn_zombie.py, from the
+ * venv scripts/install-interop-clients.sh installs in .cache/venv) and kafkajs (tests/interop/node/txn-zombie.ts,
+ * run with bun): the scenario of the Java test's "zombie fencing" (tests/interop/transactions-java.test.ts),
+ * on a topic of 2 partitions, each helper a separate OS process:
+ *
+ *   1. producer A (transactional.id X) begins a transaction, writes 3 records to partition 0 and waits
+ *      (its transaction pins the LSO at 0);
+ *   2. producer B with the same X initialises, which fences A (the broker aborts A's transaction with an
+ *      epoch bump), commits two transactions of its own over both partitions and exits;
+ *   3. A carries on with one more record, in one test to partition 0 (already in its transaction: the
+ *      broker refuses the Produce) and in another to partition 1 (not yet in it: the broker refuses the
+ *      AddPartitionsToTxn), then commits, then aborts. What each client reports is asserted as observed
+ *      (the same against Apache Kafka 4.1.1, see below):
+ *        - librdkafka: the fence is a fatal error, KafkaError _FENCED (-144) with fatal()=True, raised by
+ *          flush() and then again by commit_transaction() and abort_transaction(). The late record's own
+ *          delivery report is the broker's INVALID_PRODUCER_EPOCH (47) for partition 0, and _PURGE_QUEUE
+ *          for partition 1 (never sent: AddPartitionsToTxn v<2 answered INVALID_PRODUCER_EPOCH, which
+ *          librdkafka logs as ADDPARTS and turns into the fatal _FENCED);
+ *        - kafkajs 2.2.4 (no ProducerFenced error class, and it does not know PRODUCER_FENCED (90)): the
+ *          send and the commit fail with KafkaJSProtocolError type INVALID_PRODUCER_EPOCH (47),
+ *          retriable=false, answered to its Produce v7 (partition 0) or AddPartitionsToTxn v1 (partition 1)
+ *          and EndTxn v1; the abort is then refused by kafkajs itself (KafkaJSNonRetriableError "Cannot
+ *          continue to use transaction once ended");
+ *   4. nothing of A's reaches read_committed (librdkafka's consumer, assign(), no group): exactly B's
+ *      records; read_uncommitted shows A's 3 records before B's; on the log, partition 0 has A's ABORT
+ *      marker (the fencing epoch) then B's two COMMITs, and partition 1 only B's two COMMITs (A never got
+ *      it into its transaction); DescribeTransactions ends in CompleteCommit at a higher epoch, and the
+ *      LSO is the high watermark.
+ *
+ *   bun test --timeout 300000 tests/interop/transactions-clients.test.ts
+ *   TXN_ZOMBIE_TARGET=apache bun test --timeout 300000 tests/interop/transactions-clients.test.ts
+ *                                      (the same against Apache Kafka 4.1.1: the clients report the same)
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
+import { REPO_ROOT, startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
+import { readPartitionFully, type DecodedBatch } from "../support/record-decoder.ts";
+import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { LineChild, killLiveChildren } from "../support/line-child.ts";
+import { WireClient } from "../support/wire-client.ts";
+
+const TIMEOUT = 120_000;
+const TARGET = process.env.TXN_ZOMBIE_TARGET === "apache" ? "apache" : "bunka";
+const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
+const PY_SCRIPT = join(import.meta.dir, "python/txn_zombie.py");
+const NODE_SCRIPT = join(import.meta.dir, "node/txn-zombie.ts");
+/** Records A writes before it is fenced; B's transactions and their size. */
+const A_RECORDS = 3;
+const B_TXNS = 2;
+const B_PER_TXN = 2;
+
+type ClientName = "librdkafka" | "kafkajs";
+
+let bunka: TestBroker | undefined;
+let apache: ApacheKafka | undefined;
+let bootstrap: string;
+let client: WireClient;
+
+// ---------------------------------------------------------------------------------------------
+// Client processes
+
+function helperCommand(name: ClientName, args: string[]): string[] {
+  return name === "librdkafka" ? [VENV_PYTHON, PY_SCRIPT, ...args] : [process.execPath, NODE_SCRIPT, ...args];
+}
+
+/** Installs the venv when it is missing (scripts/test does it up front; this covers a bare `bun test`). */
+async function ensureVenv(): Promise<void> {
+  const proc = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
+  const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0 || !existsSync(VENV_PYTHON)) throw new Error(`install-interop-clients.sh failed (exit ${code}):\n${err}`);
+}
+
+type PartitionKeys = Record<string, [number, string][]>;
+
+/** The topic through librdkafka's consumer (assign(), no group) in `isolation`: [offset, key] per partition. */
+async function readWithLibrdkafka(topic: string, partitions: number, isolation: "read_committed" | "read_uncommitted"): Promise<PartitionKeys> {
+  const reader = new LineChild(`librdkafka ${isolation} reader`, [VENV_PYTHON, PY_SCRIPT, "read", bootstrap, topic, String(partitions), isolation]);
+  const code = await reader.exitWithin(60_000);
+  if (code !== 0) throw new Error(`reader exited ${code}\n${reader.output()}`);
+  return JSON.parse(reader.stdout.trim().split("\n").at(-1)!) as PartitionKeys;
+}
+
+const keysOf = (read: PartitionKeys, partition: number) => read[String(partition)]!.map(([, key]) => key);
+
+// ---------------------------------------------------------------------------------------------
+// Raw requests
+
+async function createTopic(name: string, partitions: number): Promise<void> {
+  const res = await client.request(19, 7, {
+    topics: [{ name, numPartitions: partitions, replicationFactor: 1, assignments: [], configs: [] }],
+    timeoutMs: 5000,
+    validateOnly: false,
+  });
+  expect(res.topics[0].errorCode).toBe(ErrorCode.NONE);
+  // Apache Kafka answers CreateTopics before the partitions have a leader; clients would retry, but the
+  // helpers' first produce is part of what the test times.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const md = await client.request(3, 12, { topics: [{ name, topicId: ZERO_UUID }], allowAutoTopicCreation: false });
+    const t = md.topics[0];
+    if (t.errorCode === ErrorCode.NONE && t.partitions.length === partitions && t.partitions.every((p: { leaderId: number }) => p.leaderId >= 0)) return;
+    if (Date.now() > deadline) throw new Error(`no leaders for ${name} within 30 s`);
+    await Bun.sleep(50);
+  }
+}
+
+/** ListOffsets LATEST: the LSO (read_committed) or the high watermark. */
+async function latestOffset(topic: string, partition: number, readCommitted: boolean): Promise<number> {
+  const res = await client.request(2, 7, {
+    replicaId: -1,
+    isolationLevel: readCommitted ? 1 : 0,
+    topics: [{ name: topic, partitions: [{ partitionIndex: partition, currentLeaderEpoch: -1, timestamp: -1 }] }],
+  });
+  expect(res.topics[0].partitions[0].errorCode).toBe(ErrorCode.NONE);
+  return Number(res.topics[0].partitions[0].offset);
+}
+
+async function describeTxn(transactionalId: string): Promise<any> {
+  const res = await client.request(65, 0, { transactionalIds: [transactionalId] });
+  return res.transactionStates[0];
+}
+
+const isCommitMarker = (b: DecodedBatch) => b.header.isControl && b.records[0]!.key![3] === 1;
+const markerKinds = (batches: DecodedBatch[]) => batches.filter((b) => b.header.isControl).map((b) => (isCommitMarker(b) ? "C" : "A"));
+
+// ---------------------------------------------------------------------------------------------
+// What each client reports when fenced
+
+/** Fails with A's whole output unless its stdout has a line matching `re`. */
+function expectPrinted(a: LineChild, re: RegExp): void {
+  if (!re.test(a.stdout)) throw new Error(`producer A did not print ${re}\n${a.output()}`);
+}
+
+/**
+ * librdkafka: the fence is fatal (_FENCED, fatal()=True) from the late flush on, for commit and abort too.
+ * Against Apache Kafka 4.1.1 it prints the same lines, word for word but the broker id.
+ */
+function expectLibrdkafkaFenced(a: LineChild, latePartition: number): void {
+  const fenced = "_FENCED code=-144 fatal=True retriable=False abortable=False";
+  if (latePartition === 0) {
+    // The late record's Produce reached the broker, which refused A's old epoch: the record's own report is
+    // the broker's error, not fatal by itself; librdkafka raises the fatal _FENCED for it.
+    expectPrinted(a, /^DELIVERY 0 INVALID_PRODUCER_EPOCH code=47 fatal=False .*old epoch$/m);
+    const produceRefused = String.raw`ProduceRequest for \S+ \[0\] with 1 message\(s\) failed: Broker: Producer attempted an operation with an old epoch`;
+    expectPrinted(a, new RegExp(`^EXCEPTION send ${fenced} ${produceRefused} .*fenced by newer producer instance$`, "m"));
+  } else {
+    // Partition 1 is not in A's transaction: AddPartitionsToTxn (v<2) is refused with INVALID_PRODUCER_EPOCH
+    // (librdkafka's ADDPARTS log line says so), the fatal _FENCED follows, and the record is purged unsent.
+    expect(a.stderr).toMatch(/ADDPARTS.*Failed to add partition "\S+" \[1\] to transaction: Broker: Producer attempted an operation with an old epoch/);
+    expectPrinted(a, /^DELIVERY 1 _PURGE_QUEUE code=-152 /m);
+    expectPrinted(a, new RegExp(`^EXCEPTION send ${fenced} Failed to add partitions to transaction: Local: This instance has been fenced by a newer instance$`, "m"));
+  }
+  expectPrinted(a, new RegExp(`^EXCEPTION commit ${fenced} `, "m"));
+  expectPrinted(a, new RegExp(`^EXCEPTION abort ${fenced} `, "m"));
+  expect(a.stdout).not.toMatch(/^(DELIVERED|UNDELIVERED|COMMITTED|ABORTED) /m);
+}
+
+/**
+ * kafkajs: INVALID_PRODUCER_EPOCH, non-retriable, for the send and the commit; the abort is refused by
+ * kafkajs itself once the commit has been tried. Against Apache Kafka 4.1.1 it prints the same lines.
+ */
+function expectKafkajsFenced(a: LineChild, latePartition: number): void {
+  const epoch = "KafkaJSProtocolError name=KafkaJSProtocolError type=INVALID_PRODUCER_EPOCH code=47 retriable=false Producer attempted an operation with an old epoch";
+  expectPrinted(a, new RegExp(`^EXCEPTION send ${epoch}`, "m"));
+  expectPrinted(a, new RegExp(`^EXCEPTION commit ${epoch}`, "m"));
+  const ended = "KafkaJSNonRetriableError name=KafkaJSNonRetriableError type=undefined code=undefined retriable=false Cannot continue to use transaction once ended";
+  expectPrinted(a, new RegExp(`^EXCEPTION abort ${ended}$`, "m"));
+  expect(a.stdout).not.toMatch(/^(SENT|COMMITTED|ABORTED) /m);
+  // Which request the broker refused, from kafkajs's own error log: the Produce for partition 0 (in the
+  // transaction already), AddPartitionsToTxn for partition 1; then the commit's EndTxn.
+  const refused = a.stderr
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as { message: string; error?: string })
+    .filter((l) => /^\[Connection\] Response /.test(l.message) && /old epoch/.test(l.error ?? ""))
+    .map((l) => l.message.replace("[Connection] Response ", ""));
+  expect(refused).toEqual([latePartition === 0 ? "Produce(key: 0, version: 7)" : "AddPartitionsToTxn(key: 24, version: 1)", "EndTxn(key: 26, version: 1)"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenario
+
+async function zombieScenario(name: ClientName, latePartition: number): Promise<void> {
+  const topic = `zombie-${name}-p${latePartition}`;
+  const id = `${topic}-id`;
+  await createTopic(topic, 2);
+
+  const a = new LineChild(`${name} producer A`, helperCommand(name, ["zombie", bootstrap, topic, id, "zA", String(A_RECORDS), String(latePartition)]));
+  await a.waitFor(/^OPEN$/m, 30_000);
+  const before = await describeTxn(id);
+  expect(before).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "Ongoing", producerEpoch: 0, topics: [{ topic, partitions: [0] }] });
+  expect(await latestOffset(topic, 0, true)).toBe(0); // A's open transaction pins the LSO
+  expect(await latestOffset(topic, 0, false)).toBe(A_RECORDS);
+
+  // B: its init fences A (A's transaction is aborted), then its transactions commit normally.
+  const b = new LineChild(`${name} producer B`, helperCommand(name, ["batches", bootstrap, topic, id, "zB", "2", String(B_TXNS), String(B_PER_TXN)]));
+  expect(await b.exitWithin(60_000)).toBe(0);
+  expect(b.stdout).toBe("READY\nCOMMITTED 0\nCOMMITTED 1\nDONE\n");
+
+  a.line("go");
+  const aCode = await a.exitWithin(60_000);
+  if (aCode !== 0) throw new Error(`producer A exited ${aCode}\n${a.output()}`);
+  expect(a.stdout).toEndWith("DONE\n");
+  if (name === "librdkafka") expectLibrdkafkaFenced(a, latePartition);
+  else expectKafkajsFenced(a, latePartition);
+
+  const after = await describeTxn(id);
+  expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId, topics: [] });
+  expect(after.producerEpoch).toBeGreaterThan(before.producerEpoch);
+
+  // read_committed: exactly B's records (record i of transaction t went to partition i % 2).
+  const [committed, uncommitted] = await Promise.all([readWithLibrdkafka(topic, 2, "read_committed"), readWithLibrdkafka(topic, 2, "read_uncommitted")]);
+  expect(keysOf(committed, 0)).toEqual(["zB-0-0", "zB-1-0"]);
+  expect(keysOf(committed, 1)).toEqual(["zB-0-1", "zB-1-1"]);
+  // read_uncommitted: A's first records, then B's; the late record is nowhere.
+  expect(keysOf(uncommitted, 0)).toEqual(["zA-0-0", "zA-0-1", "zA-0-2", "zB-0-0", "zB-1-0"]);
+  expect(keysOf(uncommitted, 1)).toEqual(["zB-0-1", "zB-1-1"]);
+
+  for (const p of [0, 1]) {
+    const { batches, highWatermark } = await readPartitionFully(client, topic, p);
+    // A's transaction ended with one ABORT marker on partition 0 only (partition 1 was never added to it),
+    // B's with one COMMIT each per partition.
+    expect(markerKinds(batches)).toEqual(p === 0 ? ["A", "C", "C"] : ["C", "C"]);
+    for (const marker of batches.filter((b) => b.header.isControl)) {
+      expect(marker.header.producerId).toBe(before.producerId);
+      expect(marker.header.producerEpoch).toBeGreaterThan(before.producerEpoch);
+    }
+    // A's data (its epoch) is the 3 records of partition 0; every data batch is transactional.
+    const data = batches.filter((b) => !b.header.isControl);
+    expect(data.every((b) => b.header.isTransactional)).toBe(true);
+    const aRecords = data.filter((b) => b.header.producerEpoch === before.producerEpoch).reduce((n, b) => n + b.records.length, 0);
+    expect(aRecords).toBe(p === 0 ? A_RECORDS : 0);
+    // Nothing left open.
+    expect(await latestOffset(topic, p, true)).toBe(highWatermark);
+  }
+}
+
+beforeAll(async () => {
+  await ensureVenv();
+  if (TARGET === "apache") {
+    apache = await startApacheKafka({ serverProperties: { "auto.create.topics.enable": false } });
+    bootstrap = apache.bootstrap;
+    client = await WireClient.connect(apache.port);
+  } else {
+    bunka = await startTestBroker({ autoCreateTopicsEnable: false });
+    bootstrap = bunka.bootstrap;
+    client = await WireClient.connect(bunka.port);
+  }
+}, 300_000);
+
+afterAll(async () => {
+  await killLiveChildren();
+  client?.close();
+  await bunka?.stop();
+  await apache?.stop();
+});
+
+describe(`zombie fencing: a second producer with the same transactional.id fences the first mid-transaction (${TARGET})`, () => {
+  for (const name of ["librdkafka", "kafkajs"] as const) {
+    test(`${name}: the zombie's late record to partition 0, already in its transaction`, async () => {
+      await zombieScenario(name, 0);
+    }, TIMEOUT);
+
+    test(`${name}: the zombie's late record to partition 1, not yet in its transaction`, async () => {
+      await zombieScenario(name, 1);
+    }, TIMEOUT);
+  }
+});
