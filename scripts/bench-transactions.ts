@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
- * Transactions benchmark: Apache Kafka against bunka, on the same machine, one after the other, with the same
- * load tool for both: scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1),
+ * Transactions benchmark: Apache Kafka against bunka, on the same machine, one after the other (or with
+ * --rounds both at once, in alternating rounds), with the same load tool for both: scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1),
  * compiled here with javac into .cache/bench-java/ against the jars of tests/support/apache-kafka.ts. Not a
  * test; see docs/benchmarks.md ("Transactions").
  *
