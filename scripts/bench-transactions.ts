@@ -1,9 +1,10 @@
 #!/usr/bin/env bun
 /**
  * Transactions benchmark: Apache Kafka against bunka, on the same machine, one after the other (or with
- * --rounds both at once, in alternating rounds), with the same load tool for both: scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1),
- * compiled here with javac into .cache/bench-java/ against the jars of tests/support/apache-kafka.ts. Not a
- * test; see docs/benchmarks.md ("Transactions").
+ * --rounds both at once, in alternating rounds), with the same load tool for both:
+ * scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1), compiled here with
+ * javac into .cache/bench-java/ against the jars of tests/support/apache-kafka.ts. Not a test; see
+ * docs/benchmarks.md ("Transactions").
  *
  *   bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S] [--producers N]
  *                                     [--endtxn-duration S] [--ids 10000,100000] [--kafka-ids LIST]
