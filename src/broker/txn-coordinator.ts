@@ -215,11 +215,12 @@ export class TxnCoordinator {
   private ready = false;
   private closed = false;
   private readonly locks = new Map<string, Promise<void>>();
-  /** Ongoing entries by transactional id and by producer id (the verifier's and the reaper's index). */
-  private readonly ongoingById = new Map<string, TxnEntry>();
-  /** Every entry by its current producer id (the verifier's index), and each id's producer id in it. */
+  /**
+   * Every entry as tracked (see `track`), by transactional id (the reaper looks for Ongoing ones there) and
+   * by its current producer id (the verifier's index).
+   */
+  private readonly byId = new Map<string, TxnEntry>();
   private readonly byPid = new Map<number, TxnEntry>();
-  private readonly pidById = new Map<string, number>();
   /** Ids whose entry is in Prepare*: decided, not yet completed. */
   private readonly unfinished = new Set<string>();
   /**
@@ -607,7 +608,7 @@ export class TxnCoordinator {
   async abortTimedOutTransactions(): Promise<number> {
     if (!this.isReady) return 0;
     const nowMs = this.now();
-    const due = [...this.ongoingById.values()].filter((entry) => isTimedOut(entry, nowMs) && this.owns(entry.transactionalId));
+    const due = [...this.byId.values()].filter((entry) => isTimedOut(entry, nowMs) && this.owns(entry.transactionalId));
     let aborted = 0;
     for (const found of due) {
       if (this.closed) break;
@@ -708,17 +709,15 @@ export class TxnCoordinator {
     return decision;
   }
 
-  /** Keeps the indexes (Ongoing, by producer id) and the unfinished set in step with the entry of `id`. */
+  /** Keeps the indexes (by id, by producer id) and the unfinished set in step with the entry of `id`. */
   private track(id: string, entry: TxnEntry | undefined): void {
-    const oldPid = this.pidById.get(id);
-    if (oldPid !== undefined && this.byPid.get(oldPid)?.transactionalId === id) this.byPid.delete(oldPid);
-    if (entry === undefined) this.pidById.delete(id);
+    const old = this.byId.get(id);
+    if (old !== undefined && this.byPid.get(old.producerId) === old) this.byPid.delete(old.producerId);
+    if (entry === undefined) this.byId.delete(id);
     else {
-      this.pidById.set(id, entry.producerId);
+      this.byId.set(id, entry);
       this.byPid.set(entry.producerId, entry);
     }
-    this.ongoingById.delete(id);
-    if (entry?.state === "Ongoing") this.ongoingById.set(id, entry);
     if (isPrepare(entry?.state)) this.unfinished.add(id);
     else {
       this.unfinished.delete(id);
