@@ -57,6 +57,7 @@ import {
   renderReport,
   runCleanups,
   sleep,
+  startBrokerForRows,
   startBunkaBroker,
   startKafkaBroker,
   watchCpu,
@@ -864,21 +865,12 @@ async function runBroker(kind: BrokerKind, opts: Options, bunkaBinary: string | 
   const results = new Map<ScenarioId, Outcome>();
   for (const group of BROKER_RUNS) {
     if (isInterrupted()) break;
-    if (bunkaBinary instanceof Error && kind === "bunka") {
-      for (const id of group.scenarios) results.set(id, { ok: false, error: bunkaBinary.message });
-      continue;
-    }
     log(`\n== ${kind}: a fresh broker for ${group.title}, group.initial.rebalance.delay.ms=${group.delayMs}${group.delayMs === DEFAULT_DELAY_MS ? " (default, not set)" : ""}`);
-    let broker: Broker;
-    try {
-      broker = await startBroker(kind, group.delayMs, opts, bunkaBinary as string);
-    } catch (e) {
-      const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
-      log(`${kind}: ${error}`);
-      for (const id of group.scenarios) results.set(id, { ok: false, error });
+    const broker = await startBrokerForRows(kind, bunkaBinary, (binary) => startBroker(kind, group.delayMs, opts, binary));
+    if ("error" in broker) {
+      for (const id of group.scenarios) results.set(id, { ok: false, error: broker.error });
       continue;
     }
-    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
     try {
       const missing = missingApis(broker.apis, GROUP_APIS);
       let out: Partial<Record<ScenarioId, Outcome>>;

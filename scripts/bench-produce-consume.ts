@@ -54,6 +54,7 @@ import {
   renderReport,
   runCleanups,
   runJavaTool,
+  startBrokerForRows,
   startBunkaBroker,
   startKafkaBroker,
   watchCpu,
@@ -366,21 +367,12 @@ async function runBroker(
   const groups = idempotent ? GROUPS_WITH_OVERHEAD : GROUPS;
   for (const group of groups) {
     if (isInterrupted()) break;
-    if (bunkaBinary instanceof Error && kind === "bunka") {
-      for (const id of group) results.set(id, { ok: false, error: bunkaBinary.message });
-      continue;
-    }
     log(`\n== ${kind}: starting a fresh broker for ${group.map((id) => `(${id})`).join(" ")}`);
-    let broker: Broker;
-    try {
-      broker = kind === "kafka" ? await startKafkaBroker(opts.dataRoot) : await startBunkaBroker(bunkaBinary as string, opts.dataRoot);
-    } catch (e) {
-      const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
-      log(`${kind}: ${error}`);
-      for (const id of group) results.set(id, { ok: false, error });
+    const broker = await startBrokerForRows(kind, bunkaBinary, (binary) => (kind === "kafka" ? startKafkaBroker(opts.dataRoot) : startBunkaBroker(binary, opts.dataRoot)));
+    if ("error" in broker) {
+      for (const id of group) results.set(id, { ok: false, error: broker.error });
       continue;
     }
-    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
     try {
       for (const id of group) {
         if (isInterrupted()) break;

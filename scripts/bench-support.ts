@@ -335,6 +335,27 @@ export interface Broker {
   stop(): Promise<void>;
 }
 
+/**
+ * Starts a broker for a group of rows with `start`, and logs where it listens: the broker, or why there is
+ * none (the bunka binary that could not be built, or the first line of the start's error, also logged).
+ */
+export async function startBrokerForRows(
+  kind: BrokerKind,
+  bunkaBinary: string | Error | undefined,
+  start: (bunkaBinary: string) => Promise<Broker>,
+): Promise<Broker | { error: string }> {
+  if (bunkaBinary instanceof Error && kind === "bunka") return { error: bunkaBinary.message };
+  try {
+    const broker = await start(bunkaBinary as string);
+    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
+    return broker;
+  } catch (e) {
+    const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
+    log(`${kind}: ${error}`);
+    return { error };
+  }
+}
+
 /** A raw-protocol connection to `broker`, closed by the cleanups if it is still open then. */
 export async function connect(broker: Broker, clientId: string): Promise<WireClient> {
   const c = await WireClient.connect(broker.port, broker.host, clientId);

@@ -63,6 +63,7 @@ import {
   runCleanups,
   runJavaTool,
   sleep,
+  startBrokerForRows,
   startBunkaBroker,
   startKafkaBroker,
   watchCpu,
@@ -560,16 +561,9 @@ async function prepareBroker(
   bunkaBinary: string | Error | undefined,
   isC: boolean,
 ): Promise<{ broker: Broker; txnVersion: string } | { error: string }> {
-  if (bunkaBinary instanceof Error && kind === "bunka") return { error: bunkaBinary.message };
-  let broker: Broker;
-  try {
-    broker = kind === "kafka" ? await startKafkaBroker(opts.dataRoot) : await startBunkaBroker(bunkaBinary as string, opts.dataRoot);
-  } catch (e) {
-    const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
-    log(`${kind}: ${error}`);
-    return { error };
-  }
-  log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
+  const started = await startBrokerForRows(kind, bunkaBinary, (binary) => (kind === "kafka" ? startKafkaBroker(opts.dataRoot) : startBunkaBroker(binary, opts.dataRoot)));
+  if ("error" in started) return started;
+  const broker = started;
   const fail = async (error: string) => {
     log(`${kind}: ${error}`);
     log(`${kind}: stopping the broker`);
