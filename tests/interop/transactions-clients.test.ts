@@ -38,9 +38,10 @@ import { join } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { REPO_ROOT, startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
-import { readPartitionFully, type DecodedBatch } from "../support/record-decoder.ts";
+import { readPartitionFully } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
+import { describeTxn, latestOffset, markerKinds } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
@@ -108,24 +109,6 @@ async function createTopic(name: string, partitions: number): Promise<void> {
   }
 }
 
-/** ListOffsets LATEST: the LSO (read_committed) or the high watermark. */
-async function latestOffset(topic: string, partition: number, readCommitted: boolean): Promise<number> {
-  const res = await client.request(2, 7, {
-    replicaId: -1,
-    isolationLevel: readCommitted ? 1 : 0,
-    topics: [{ name: topic, partitions: [{ partitionIndex: partition, currentLeaderEpoch: -1, timestamp: -1 }] }],
-  });
-  expect(res.topics[0].partitions[0].errorCode).toBe(ErrorCode.NONE);
-  return Number(res.topics[0].partitions[0].offset);
-}
-
-async function describeTxn(transactionalId: string): Promise<any> {
-  const res = await client.request(65, 0, { transactionalIds: [transactionalId] });
-  return res.transactionStates[0];
-}
-
-const isCommitMarker = (b: DecodedBatch) => b.header.isControl && b.records[0]!.key![3] === 1;
-const markerKinds = (batches: DecodedBatch[]) => batches.filter((b) => b.header.isControl).map((b) => (isCommitMarker(b) ? "C" : "A"));
 
 // ---------------------------------------------------------------------------------------------
 // What each client reports when fenced
@@ -191,10 +174,10 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
 
   const a = new LineChild(`${name} producer A`, helperCommand(name, ["zombie", bootstrap, topic, id, "zA", String(A_RECORDS), String(latePartition)]));
   await a.waitFor(/^OPEN$/m, 30_000);
-  const before = await describeTxn(id);
+  const before = await describeTxn(client, id);
   expect(before).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "Ongoing", producerEpoch: 0, topics: [{ topic, partitions: [0] }] });
-  expect(await latestOffset(topic, 0, true)).toBe(0); // A's open transaction pins the LSO
-  expect(await latestOffset(topic, 0, false)).toBe(A_RECORDS);
+  expect(await latestOffset(client, topic, true, 0)).toBe(0); // A's open transaction pins the LSO
+  expect(await latestOffset(client, topic, false, 0)).toBe(A_RECORDS);
 
   // B: its init fences A (A's transaction is aborted), then its transactions commit normally.
   const b = new LineChild(`${name} producer B`, helperCommand(name, ["batches", bootstrap, topic, id, "zB", "2", String(B_TXNS), String(B_PER_TXN)]));
@@ -208,7 +191,7 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
   if (name === "librdkafka") expectLibrdkafkaFenced(a, latePartition);
   else expectKafkajsFenced(a, latePartition);
 
-  const after = await describeTxn(id);
+  const after = await describeTxn(client, id);
   expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId, topics: [] });
   expect(after.producerEpoch).toBeGreaterThan(before.producerEpoch);
 
@@ -235,7 +218,7 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
     const aRecords = data.filter((b) => b.header.producerEpoch === before.producerEpoch).reduce((n, b) => n + b.records.length, 0);
     expect(aRecords).toBe(p === 0 ? A_RECORDS : 0);
     // Nothing left open.
-    expect(await latestOffset(topic, p, true)).toBe(highWatermark);
+    expect(await latestOffset(client, topic, true, p)).toBe(highWatermark);
   }
 }
 

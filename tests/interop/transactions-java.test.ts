@@ -45,6 +45,7 @@ import { faultTestDir } from "../support/fault-support.ts";
 import { decodeRecordSet, readPartitionFully, utf8, type DecodedBatch } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
+import { describeTxn, isAbortMarker, isCommitMarker, latestOffset, markerKinds } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
@@ -152,17 +153,6 @@ async function createTopic(c: WireClient, name: string, partitions: number): Pro
   expect(res.topics[0].errorCode).toBe(ErrorCode.NONE);
 }
 
-/** ListOffsets LATEST: the LSO (read_committed) or the high watermark. */
-async function latestOffset(c: WireClient, topic: string, readCommitted: boolean, partition = 0): Promise<number> {
-  const res = await c.request(2, 7, {
-    replicaId: -1,
-    isolationLevel: readCommitted ? 1 : 0,
-    topics: [{ name: topic, partitions: [{ partitionIndex: partition, currentLeaderEpoch: -1, timestamp: -1 }] }],
-  });
-  expect(res.topics[0].partitions[0].errorCode).toBe(ErrorCode.NONE);
-  return Number(res.topics[0].partitions[0].offset);
-}
-
 /** The group's committed offset of topic-partition 0 asked with require_stable (OffsetFetch v8): a number, or "unstable". */
 async function stableOffset(c: WireClient, group: string, topic: string): Promise<number | "unstable"> {
   const res = await c.request(9, 8, { groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: [0] }] }], requireStable: true });
@@ -171,11 +161,6 @@ async function stableOffset(c: WireClient, group: string, topic: string): Promis
   if (g.errorCode === ErrorCode.UNSTABLE_OFFSET_COMMIT || p.errorCode === ErrorCode.UNSTABLE_OFFSET_COMMIT) return "unstable";
   expect([g.errorCode, p.errorCode]).toEqual([ErrorCode.NONE, ErrorCode.NONE]);
   return Number(p.committedOffset);
-}
-
-async function describeTxn(c: WireClient, transactionalId: string): Promise<any> {
-  const res = await c.request(65, 0, { transactionalIds: [transactionalId] });
-  return res.transactionStates[0];
 }
 
 async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
@@ -188,9 +173,6 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
-const isCommitMarker = (b: DecodedBatch) => b.header.isControl && b.records[0]!.key![3] === 1;
-const isAbortMarker = (b: DecodedBatch) => b.header.isControl && b.records[0]!.key![3] === 0;
-const markerKinds = (batches: DecodedBatch[]) => batches.filter((b) => b.header.isControl).map((b) => (isCommitMarker(b) ? "C" : "A"));
 
 // ---------------------------------------------------------------------------------------------
 
