@@ -121,6 +121,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     clock,
     log,
     observer: metrics,
+    txnObserver: metrics,
     ...(crashAfterPrepare ? { txn: { afterPrepareDurable: () => process.kill(process.pid, "SIGKILL") } } : {}),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {

@@ -56,7 +56,7 @@ import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
-import { TxnCoordinator, type TxnCoordinatorOptions } from "./txn-coordinator.ts";
+import { TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
 
 export interface BrokerDeps {
   config: BrokerConfig;
@@ -64,6 +64,8 @@ export interface BrokerDeps {
   clock: Clock;
   log: Logger;
   observer?: RequestObserver;
+  /** Told the duration of each step of every EndTxn (metrics). */
+  txnObserver?: TxnObserver;
   /** Background maintenance (retention, snapshots); tests may shorten or disable it. */
   maintenance?: PartitionManagerOptions | false;
   /** Group coordinator settings beyond BrokerConfig (tests shorten session timeouts, turn off the sweep). */
@@ -139,6 +141,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     clock,
     log,
     options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...deps.txn },
+    ...(deps.txnObserver === undefined ? {} : { observer: deps.txnObserver }),
   });
   await txn.start();
   partitions.setTransactionVerifier(txn.verifier);

@@ -139,6 +139,18 @@ export interface TxnCoordinatorOptions {
   afterPrepareDurable?: (transactionalId: string) => void;
 }
 
+/**
+ * The steps of an answered EndTxn, in order (DESIGN §5): `prepare` from taking the id's lock until Prepare*
+ * is durable, `offsets` the offset hook (only when groups were added), `markers` until every self-led marker
+ * is durable and every peer-led one queued, `complete` until Complete* is durable.
+ */
+export type EndTxnPhase = "prepare" | "offsets" | "markers" | "complete";
+
+/** Told how long each step of every EndTxn that wrote a decision took (for /metrics). */
+export interface TxnObserver {
+  onEndTxnPhase(phase: EndTxnPhase, durationMs: number): void;
+}
+
 export interface TxnCoordinatorDeps {
   store: TxnStateStore;
   allocateProducerId: () => Promise<AllocateResult>;
@@ -152,6 +164,7 @@ export interface TxnCoordinatorDeps {
   options: TxnCoordinatorOptions;
   /** Called with a FatalError met in the background (default: rethrown out of any request, so the process exits). */
   onFatal?: (error: FatalError) => void;
+  observer?: TxnObserver;
 }
 
 export interface ProducerIdAndEpochAnswer {
@@ -438,12 +451,14 @@ export class TxnCoordinator {
     if (gated !== undefined) return refused(gated);
     const id = request.transactionalId;
     return this.locked(id, async () => {
+      const phases = this.phaseTimer();
       await this.retryUnfinished(id);
       const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
       if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return refused(decision.errorCode);
       if (decision.write) {
+        phases?.("prepare");
         if (isPrepare(decision.entry.state)) this.deps.options.afterPrepareDurable?.(id);
-        const completed = await this.carryOut(id, decision);
+        const completed = await this.carryOut(id, decision, phases);
         if (!completed) {
           this.deps.log.warn("transaction decided but not completed yet; it is retried in the background", {
             transactionalId: id,
@@ -662,6 +677,22 @@ export class TxnCoordinator {
 
   // ---- internals -------------------------------------------------------------------------------
 
+  /**
+   * With an observer: a function that reports each phase's duration, measured from the previous call (the
+   * first from now) on the monotonic clock.
+   */
+  private phaseTimer(): ((phase: EndTxnPhase) => void) | undefined {
+    const observer = this.deps.observer;
+    if (observer === undefined) return undefined;
+    const clock = this.deps.clock;
+    let sinceMs = clock.monotonicMs();
+    return (phase) => {
+      const nowMs = clock.monotonicMs();
+      observer.onEndTxnPhase(phase, nowMs - sinceMs);
+      sinceMs = nowMs;
+    };
+  }
+
   private now(): number {
     return this.deps.clock.nowMs();
   }
@@ -750,15 +781,17 @@ export class TxnCoordinator {
    * Carries out a durable decision's effects, in order: fence, offsets, markers, then Complete*. Returns
    * whether everything it asked for is done (false: the entry stays in Prepare* for the reconcile pass).
    */
-  private async carryOut(id: string, decision: TxnDecision): Promise<boolean> {
+  private async carryOut(id: string, decision: TxnDecision, phases?: (phase: EndTxnPhase) => void): Promise<boolean> {
     const { effects, entry } = decision;
     try {
       if (effects.fence !== undefined) await this.fence(effects.fence);
       if (effects.offsets !== undefined) {
         const { action, producerId, groups } = effects.offsets;
         await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit")));
+        phases?.("offsets");
       }
       const markersDone = effects.markers === undefined ? true : await this.writeMarkers(id, effects.markers);
+      if (effects.markers !== undefined) phases?.("markers");
       if (!effects.completeAfterMarkers) return true;
       if (!markersDone || entry === undefined) return false;
       const expected = { producerId: entry.producerId, producerEpoch: entry.epoch, result: entry.state === "PrepareCommit" ? ("commit" as const) : ("abort" as const) };
@@ -767,6 +800,7 @@ export class TxnCoordinator {
         this.deps.log.warn("completing a transaction was refused", { transactionalId: id, errorCode: completed.errorCode });
         return false;
       }
+      phases?.("complete");
       return true;
     } catch (error) {
       if (error instanceof FatalError) throw error;

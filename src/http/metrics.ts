@@ -12,6 +12,7 @@
  * Hand-written rather than a client library: the dependency rule of DESIGN.md §1 and the format is small.
  */
 import type { RequestObserver } from "../broker/dispatcher.ts";
+import type { EndTxnPhase, TxnObserver } from "../broker/txn-coordinator.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 
 /** Request latency buckets, in seconds: from sub-millisecond produce acks to long-polling fetches. */
@@ -133,8 +134,10 @@ export type FsyncKind = "file" | "dir";
 /** How a batch of fsync requests was made durable (platform/batched-sync.ts). */
 export type FsyncBatchMethod = "syncfs" | "fsync";
 
+const END_TXN_PHASES: readonly EndTxnPhase[] = ["prepare", "offsets", "markers", "complete"];
+
 /** The metrics recorded as things happen. One per process, built by main.ts (no module-level state). */
-export class BrokerMetrics implements RequestObserver {
+export class BrokerMetrics implements RequestObserver, TxnObserver {
   private readonly requests = new Map<number, RequestSeries>();
   private readonly fsyncs: Record<FsyncKind, Histogram> = {
     file: new Histogram(FSYNC_DURATION_BUCKETS_SECONDS),
@@ -144,6 +147,8 @@ export class BrokerMetrics implements RequestObserver {
     syncfs: { batches: 0, files: 0 },
     fsync: { batches: 0, files: 0 },
   };
+  // The steps are durable writes, as fsyncs are: the same fine-grained buckets.
+  private readonly endTxnPhases = new Map<EndTxnPhase, Histogram>(END_TXN_PHASES.map((phase) => [phase, new Histogram(FSYNC_DURATION_BUCKETS_SECONDS)]));
   requestBytes = 0;
   responseBytes = 0;
 
@@ -167,6 +172,10 @@ export class BrokerMetrics implements RequestObserver {
   onFsyncBatch(method: FsyncBatchMethod, files: number): void {
     this.fsyncBatches[method].batches += 1;
     this.fsyncBatches[method].files += files;
+  }
+
+  onEndTxnPhase(phase: EndTxnPhase, durationMs: number): void {
+    this.endTxnPhases.get(phase)?.observe(durationMs / 1000);
   }
 
   /** Size-prefixed request frame bytes handed to the broker (frames closed for their size are not counted). */
@@ -211,6 +220,12 @@ export class BrokerMetrics implements RequestObserver {
     for (const method of ["syncfs", "fsync"] as const) out.sample("bunka_fsync_batches_total", { method }, this.fsyncBatches[method].batches);
     out.family("bunka_fsync_batch_files_total", "counter", "Distinct files in those batches, by method.");
     for (const method of ["syncfs", "fsync"] as const) out.sample("bunka_fsync_batch_files_total", { method }, this.fsyncBatches[method].files);
+    out.family(
+      "bunka_txn_end_phase_duration_seconds",
+      "histogram",
+      "The steps of every EndTxn that decided a transaction, in order: prepare (until Prepare* is durable), offsets (the group offset hook, only with offsets), markers (self-led markers durable, peer-led ones queued), complete (until Complete* is durable).",
+    );
+    for (const [phase, histogram] of this.endTxnPhases) out.histogram("bunka_txn_end_phase_duration_seconds", { phase }, histogram);
   }
 }
 

@@ -176,6 +176,15 @@ describe.skipIf(!CAN_RUN_BINARY)(`binary (${HOST_TARGET}) HTTP side-port`, () =>
       // The abort marker is offset 3; nothing holds the LSO any more.
       expect(JSON.parse(after.stdout).partitionDetails[0]).toMatchObject({ highWatermark: 4, lastStableOffset: 4, lsoLag: 0, openTransactionCount: 0 });
 
+      // An EndTxn over the wire: each of its steps is timed in /metrics (the operator's abort above is not
+      // an EndTxn and counted nothing).
+      const committed = await openTransactionOverWire(client, { transactionalId: "checkout-2", topic: "payments", partition: 1, values: ["d"] });
+      const endTxn = await client.request(26, 3, { transactionalId: "checkout-2", producerId: committed.producerId, producerEpoch: committed.producerEpoch, committed: true });
+      expect(endTxn.errorCode).toBe(0);
+      const phases = await (await fetch(`${running.http}/metrics`)).text();
+      const phaseCount = (phase: string) => Number(phases.match(new RegExp(`^bunka_txn_end_phase_duration_seconds_count\\{phase="${phase}"\\} (\\d+)$`, "m"))?.[1]);
+      expect(["prepare", "offsets", "markers", "complete"].map(phaseCount)).toEqual([1, 0, 1, 1]);
+
       // Exit codes: 1 for an unknown id or an unreachable broker, 2 for bad usage.
       expect(await cli(["txn", "describe", "nope", "--http", address])).toMatchObject({
         code: 1,

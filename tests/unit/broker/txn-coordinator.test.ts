@@ -9,7 +9,8 @@ import { describe, expect, test } from "bun:test";
 import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";
 import { slotOf } from "../../../src/cluster/ownership.ts";
 import type { MarkerSpec, MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
-import { TxnCoordinator, verifyGroup, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
+import { TxnCoordinator, verifyGroup, type EndTxnPhase, type TxnObserver, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
+import type { FileHandle, OpenMode } from "../../../src/platform/fs.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { FenceLogWriter, fenceLogPath, readFenceLog } from "../../../src/storage/fence-log.ts";
@@ -63,8 +64,11 @@ class FakePartitions implements TxnPartitionSide {
 }
 
 class FakeOffsets implements TxnOffsetHook {
+  /** Runs before each commit or discard (timing tests move the clock here). */
+  before: (() => void) | undefined;
   constructor(private readonly events: string[]) {}
   async completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number> {
+    this.before?.();
     this.events.push(`offsets ${commit ? "commit" : "discard"} ${groupId} ${producerId}`);
     return 1;
   }
@@ -76,12 +80,15 @@ interface Harness {
   ownership: FakeOwnership;
   events: string[];
   partitions: FakePartitions;
+  offsets: FakeOffsets;
   store: TxnStateStore;
   queue: MarkerQueue;
   coordinator: TxnCoordinator;
 }
 
-async function setup(opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: FakeOwnership; beforeWrite?: FakePartitions["beforeWrite"]; ready?: boolean } = {}): Promise<Harness> {
+async function setup(
+  opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: FakeOwnership; beforeWrite?: FakePartitions["beforeWrite"]; ready?: boolean; observer?: TxnObserver } = {},
+): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
   const clock = opts.clock ?? new ManualClock();
   const ownership = opts.ownership ?? new FakeOwnership();
@@ -92,12 +99,13 @@ async function setup(opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: Fak
   const producerIds = await ProducerIdStore.open(fs, DATA, ownership.selfId, { log: () => undefined });
   const fenceLog = await FenceLogWriter.open(fs, DATA, ownership.selfId);
   const queue = new MarkerQueue(fs, DATA);
+  const offsets = new FakeOffsets(events);
   const coordinator = new TxnCoordinator({
     store,
     allocateProducerId: () => producerIds.allocate(),
     ownership,
     partitions,
-    offsets: new FakeOffsets(events),
+    offsets,
     fenceLog,
     markerQueue: {
       enqueue: async (brokerId, markers) => {
@@ -108,10 +116,11 @@ async function setup(opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: Fak
     clock,
     log: silentLogger,
     options: { transactionMaxTimeoutMs: 900_000, timers: false },
+    ...(opts.observer === undefined ? {} : { observer: opts.observer }),
   });
   await coordinator.start();
   if (opts.ready !== false) await coordinator.whenReady();
-  return { fs, clock, ownership, events, partitions, store, queue, coordinator };
+  return { fs, clock, ownership, events, partitions, offsets, store, queue, coordinator };
 }
 
 async function init(h: Harness, transactionalId: string, timeoutMs = 60_000): Promise<{ producerId: number; producerEpoch: number }> {
@@ -257,6 +266,63 @@ describe("commit and abort", () => {
     h.partitions.failures.set("orders-1", ErrorCode.INVALID_PRODUCER_EPOCH);
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+});
+
+/** A MemoryFs whose every file fsync runs `onFsync` once it is done (timing tests move the clock there). */
+class HookedFsyncFs extends MemoryFs {
+  onFsync: (() => void) | undefined;
+  override async open(path: string, mode: OpenMode): Promise<FileHandle> {
+    const handle = await super.open(path, mode);
+    const fsync = handle.fsync.bind(handle);
+    handle.fsync = async () => {
+      await fsync();
+      this.onFsync?.();
+    };
+    return handle;
+  }
+}
+
+describe("EndTxn phase timing", () => {
+  class Phases implements TxnObserver {
+    readonly seen: [EndTxnPhase, number][] = [];
+    onEndTxnPhase(phase: EndTxnPhase, durationMs: number): void {
+      this.seen.push([phase, durationMs]);
+    }
+  }
+
+  test("each step of a decided EndTxn is reported once, in order, with its own duration", async () => {
+    const fs = new HookedFsyncFs();
+    const observer = new Phases();
+    const h = await setup({ fs, observer });
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    expect(observer.seen).toEqual([]);
+    // A journal fsync takes 2 ms, the offset hook 3 ms, each of the two markers 5 ms.
+    fs.onFsync = () => h.clock.advance(2);
+    h.offsets.before = () => h.clock.advance(3);
+    h.partitions.beforeWrite = () => h.clock.advance(5);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect(observer.seen).toEqual([
+      ["prepare", 2],
+      ["offsets", 3],
+      ["markers", 10],
+      ["complete", 2],
+    ]);
+  });
+
+  test("an EndTxn that decides nothing (a retry, a refusal) reports nothing; one without partitions has no markers step", async () => {
+    const observer = new Phases();
+    const h = await setup({ observer });
+    const p = await init(h, "tx");
+    await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect(observer.seen.map(([phase]) => phase)).toEqual(["prepare", "offsets", "complete"]);
+    observer.seen.length = 0;
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: false })).errorCode).toBe(ErrorCode.INVALID_TXN_STATE);
+    expect(observer.seen).toEqual([]);
   });
 });
 

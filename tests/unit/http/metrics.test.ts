@@ -75,6 +75,26 @@ describe("BrokerMetrics", () => {
     expect(text.indexOf('api="Produce"')).toBeLessThan(text.indexOf('api="ApiVersions"'));
   });
 
+  test("EndTxn steps get one histogram each, every step listed (zero counts included) in the order they run", () => {
+    const m = new BrokerMetrics();
+    m.onEndTxnPhase("prepare", 0.4);
+    m.onEndTxnPhase("markers", 0.7);
+    m.onEndTxnPhase("markers", 3);
+    m.onEndTxnPhase("complete", 0.3);
+    const out = new PrometheusWriter();
+    m.writeTo(out);
+    const text = out.text();
+    expect(text).toContain("# TYPE bunka_txn_end_phase_duration_seconds histogram");
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_bucket{phase="prepare",le="0.0005"} 1');
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_count{phase="offsets"} 0');
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_bucket{phase="markers",le="0.001"} 1');
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_bucket{phase="markers",le="0.005"} 2');
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_sum{phase="markers"} 0.0037');
+    expect(text).toContain('bunka_txn_end_phase_duration_seconds_count{phase="complete"} 1');
+    const order = ["prepare", "offsets", "markers", "complete"].map((phase) => text.indexOf(`_count{phase="${phase}"}`));
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+  });
+
   test("meteredDispatch counts request and response frames with their size prefix, sync or async", async () => {
     const m = new BrokerMetrics();
     const asyncDispatch = meteredDispatch(async (frame: Uint8Array) => new Uint8Array(frame.length * 2), m);
