@@ -329,6 +329,8 @@ export interface Broker {
   bootstrap: string;
   pid: number;
   apis: Map<number, number>;
+  /** bunka's /metrics on its HTTP side-port (Apache Kafka: none). */
+  metricsUrl?: string;
   /** Last lines of the broker's log, for error messages. */
   logTail(): string;
   alive(): boolean;
@@ -473,6 +475,7 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
   })();
   const host = hostPort[1]!;
   const port = Number(hostPort[2]);
+  const http = out.match(/ http=(\S+)/)?.[1];
   while ((await probeBrokerCount(host, port)) <= 0) {
     if (exited || Date.now() > deadline) {
       await stop(1000);
@@ -496,6 +499,7 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
     bootstrap: `${host}:${port}`,
     pid: proc.pid,
     apis,
+    ...(http === undefined ? {} : { metricsUrl: `http://${http}/metrics` }),
     logTail: () => tailOfFile(logFile),
     alive: () => !exited,
     async stop() {
@@ -505,6 +509,20 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
       rmSync(logFile, { force: true });
     },
   };
+}
+
+/** The sum (seconds) and count of every series of a Prometheus histogram family, by its label set. */
+export async function scrapeHistogramTotals(metricsUrl: string, family: string): Promise<Map<string, { sumS: number; count: number }>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const totals = new Map<string, { sumS: number; count: number }>();
+  for (const m of text.matchAll(new RegExp(`^${family}_(sum|count)(\\{[^}]*\\})? (\\S+)$`, "gm"))) {
+    const labels = m[2] ?? "";
+    const entry = totals.get(labels) ?? { sumS: 0, count: 0 };
+    if (m[1] === "sum") entry.sumS = Number(m[3]);
+    else entry.count = Number(m[3]);
+    totals.set(labels, entry);
+  }
+  return totals;
 }
 
 /** dist/bunka-linux-x64, rebuilt when missing or older than anything under src/ (or package.json). */

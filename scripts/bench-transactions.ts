@@ -62,6 +62,7 @@ import {
   renderReport,
   runCleanups,
   runJavaTool,
+  scrapeHistogramTotals,
   sleep,
   startBrokerForRows,
   startBunkaBroker,
@@ -463,6 +464,25 @@ interface Ok {
   peakRssKb?: number;
   cpu: CpuReport;
   precreate?: Precreate;
+  /** bunka only: the mean of each EndTxn step over the row (its warm-up included), from /metrics. */
+  endTxnStepsMs?: { phase: string; meanMs: number }[];
+}
+
+const END_TXN_PHASES_FAMILY = "bunka_txn_end_phase_duration_seconds";
+
+/** The mean of each EndTxn step between two scrapes of bunka's /metrics (steps that did not run are left out). */
+function endTxnStepMeans(
+  before: Map<string, { sumS: number; count: number }>,
+  after: Map<string, { sumS: number; count: number }>,
+): { phase: string; meanMs: number }[] {
+  const means: { phase: string; meanMs: number }[] = [];
+  for (const [labels, total] of after) {
+    const earlier = before.get(labels) ?? { sumS: 0, count: 0 };
+    const count = total.count - earlier.count;
+    const phase = labels.match(/phase="([^"]+)"/)?.[1];
+    if (phase !== undefined && count > 0) means.push({ phase, meanMs: ((total.sumS - earlier.sumS) * 1000) / count });
+  }
+  return means;
 }
 interface Failed {
   ok: false;
@@ -520,9 +540,14 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
     ...(consumer ? ["--consumer"] : []),
   ];
   const timeoutMs = (warmupS + durationS + DRAIN_TIMEOUT_S + 90) * 1000;
+  const stepsBefore = broker.metricsUrl === undefined ? undefined : await scrapeHistogramTotals(broker.metricsUrl, END_TXN_PHASES_FAMILY);
   const run = await runLoadTool(args, `${broker.kind} ${s.id}`, timeoutMs);
   const peakRssKb = watch.stop();
   const cpuReport = cpu.stop(run.cpuMicros);
+  const endTxnStepsMs =
+    stepsBefore === undefined || broker.metricsUrl === undefined
+      ? undefined
+      : endTxnStepMeans(stepsBefore, await scrapeHistogramTotals(broker.metricsUrl, END_TXN_PHASES_FAMILY));
   const r = run.result;
   const stderrHint = () => {
     const e = firstStderrError(run);
@@ -546,7 +571,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
       };
     }
   }
-  return { ok: true, r, peakRssKb, cpu: cpuReport, precreate };
+  return { ok: true, r, peakRssKb, cpu: cpuReport, precreate, ...(endTxnStepsMs === undefined ? {} : { endTxnStepsMs }) };
 }
 
 /**
@@ -850,6 +875,10 @@ function detailOf(kind: BrokerKind, s: Scenario, o: Ok): string {
     parts.push(`visible p90 ${fmtMs(r.visibleMs.p90)}, max ${fmtMs(r.visibleMs.max)} ms; the consumer read all ${fmtNum(r.consumedRecords ?? 0)} committed records`);
   }
   parts.push(`initTransactions ${fmtMs(r.initMs)} ms`);
+  if (o.endTxnStepsMs !== undefined && o.endTxnStepsMs.length > 0) {
+    const steps = o.endTxnStepsMs.map((step) => `${step.phase} ${fmtMs(step.meanMs)}`).join(", ");
+    parts.push(`EndTxn steps in the broker (mean over the row, warm-up included, /metrics): ${steps} ms`);
+  }
   if (o.precreate) {
     const retried = [...o.precreate.retried].map(([name, n]) => `${fmtNum(n)} ${name}`).join(", ");
     parts.push(
