@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the interop clients that do not come from npm or Maven Central: librdkafka, through its Python
-# binding confluent-kafka (the wheel ships librdkafka), into a virtualenv at <repo>/.cache/venv. The
-# librdkafka interop test (tests/interop/librdkafka.test.ts) runs that venv's python.
+# Installs the interop clients that do not come from npm or Maven Central:
+# - librdkafka, through its Python binding confluent-kafka (the wheel ships librdkafka), into a virtualenv at
+#   <repo>/.cache/venv; the librdkafka interop tests run that venv's python;
+# - franz-go: the Go EOS copier of tests/interop/go (eoscopier), built with the Go toolchain into
+#   <repo>/.cache/go-bin/eos-copier (modules from the Go module proxy, pinned by tests/interop/go/go.sum).
 #
-# Idempotent: once the venv imports the pinned version it does nothing. Concurrent callers are
-# serialised by flock. Output goes to stderr; the exit code says whether the client is usable.
+# Idempotent: once the venv imports the pinned version it is left alone, and `go build` only rebuilds what
+# changed. Concurrent callers are serialised by flock. Output goes to stderr; the exit code says whether the
+# clients are usable.
 set -euo pipefail
 
 CONFLUENT_KAFKA_VERSION="2.16.1"
@@ -17,15 +20,18 @@ installed() {
     "$venv/bin/python" -c "import sys, importlib.metadata as m, confluent_kafka; sys.exit(0 if m.version('confluent-kafka') == '$CONFLUENT_KAFKA_VERSION' else 1)" 2>/dev/null
 }
 
-if installed; then exit 0; fi
-
 mkdir -p "$root/.cache"
 exec 9>"$root/.cache/.venv.lock"
 flock 9
-if installed; then exit 0; fi   # someone else finished while we waited
 
-if [[ ! -x "$venv/bin/python" ]]; then
-  python3 -m venv "$venv" >&2
+if ! installed; then
+  if [[ ! -x "$venv/bin/python" ]]; then
+    python3 -m venv "$venv" >&2
+  fi
+  "$venv/bin/pip" install --disable-pip-version-check --quiet "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2
+  installed || { echo "confluent-kafka $CONFLUENT_KAFKA_VERSION did not install into $venv" >&2; exit 1; }
 fi
-"$venv/bin/pip" install --disable-pip-version-check --quiet "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2
-installed || { echo "confluent-kafka $CONFLUENT_KAFKA_VERSION did not install into $venv" >&2; exit 1; }
+
+command -v go >/dev/null 2>&1 || { echo "go is not installed: the franz-go copier cannot be built" >&2; exit 1; }
+(cd "$root/tests/interop/go" && go build -o "$root/.cache/go-bin/eos-copier" ./eoscopier) >&2 ||
+  { echo "building the franz-go copier (tests/interop/go/eoscopier) failed" >&2; exit 1; }

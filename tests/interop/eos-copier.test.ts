@@ -8,7 +8,10 @@
  *     send_offsets_to_transaction(offsets, consumer.consumer_group_metadata()), as a dynamic member (each
  *     restart is a new member and a new generation, after the killed member's 6 s session expires);
  *   - kafkajs (tests/interop/node/eos-copier.ts, run with bun): transaction.sendOffsets({consumerGroupId,
- *     topics}), consumer with readUncommitted: false and autoCommit: false (kafkajs has no static membership).
+ *     topics}), consumer with readUncommitted: false and autoCommit: false (kafkajs has no static membership);
+ *   - franz-go (tests/interop/go/eoscopier, built by scripts/install-interop-clients.sh into .cache/go-bin/):
+ *     a kgo.GroupTransactSession (read_committed, require_stable offsets, static membership) whose End
+ *     commits the polled offsets in the transaction.
  * For each: an input topic of 3 partitions holding RECORDS records (unique keys, sequence values) from a
  * plain producer and an output topic of 3 partitions. The copier maps input partition p to output partition
  * p, keeps the key, upper-cases the value, and commits a transaction every 50 records (or fewer). It is
@@ -63,15 +66,16 @@ const TEST_TIMEOUT_MS = 150_000;
  * librdkafka and kafkajs (which has no static membership) join as new members: the group rebalances once
  * the killed member's session (6 s) expires, and the new generation is what TxnOffsetCommit is checked against.
  */
-const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false };
+const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false, "franz-go": true };
 
 const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_COPIER = join(import.meta.dir, "python/eos_copier.py");
 const NODE_COPIER = join(import.meta.dir, "node/eos-copier.ts");
 const JAVA_SOURCE = join(import.meta.dir, "java/EosCopier.java");
 const JAVA_CLASSES = join(REPO_ROOT, ".cache/java-classes");
+const GO_COPIER = join(REPO_ROOT, ".cache/go-bin/eos-copier");
 
-type ClientName = "java" | "librdkafka" | "kafkajs";
+type ClientName = "java" | "librdkafka" | "kafkajs" | "franz-go";
 
 let bunka: TestBroker | undefined;
 let apache: ApacheKafka | undefined;
@@ -150,6 +154,8 @@ function copierCommand(client: ClientName, a: CopierArgs): string[] {
       return [VENV_PYTHON, PY_COPIER, "copy", ...args];
     case "kafkajs":
       return [process.execPath, NODE_COPIER, ...args];
+    case "franz-go":
+      return [GO_COPIER, ...args];
   }
 }
 
@@ -557,6 +563,10 @@ describe(`EOS consume-transform-produce copiers SIGKILLed ${KILLS} times (${TARG
 
   test("kafkajs (transaction.sendOffsets with consumerGroupId)", async () => {
     await copierScenario("kafkajs", 2);
+  }, TEST_TIMEOUT_MS);
+
+  test("franz-go (GroupTransactSession: End commits the polled offsets in the transaction)", async () => {
+    await copierScenario("franz-go", 3);
   }, TEST_TIMEOUT_MS);
 });
 
