@@ -9,6 +9,9 @@
  *     restart is a new member and a new generation, after the killed member's 6 s session expires);
  *   - kafkajs (tests/interop/node/eos-copier.ts, run with bun): transaction.sendOffsets({consumerGroupId,
  *     topics}), consumer with readUncommitted: false and autoCommit: false (kafkajs has no static membership);
+ *   - @platformatic/kafka (tests/interop/node/eos-copier-platformatic.ts, run with bun): a Transaction with
+ *     addConsumer(consumer) and addOffset(message), consumer with isolationLevel READ_COMMITTED, autocommit off
+ *     and static membership;
  *   - franz-go (tests/interop/go/eoscopier, built by scripts/install-interop-clients.sh into .cache/go-bin/):
  *     a kgo.GroupTransactSession (read_committed, require_stable offsets, static membership) whose End
  *     commits the polled offsets in the transaction.
@@ -66,16 +69,17 @@ const TEST_TIMEOUT_MS = 150_000;
  * librdkafka and kafkajs (which has no static membership) join as new members: the group rebalances once
  * the killed member's session (6 s) expires, and the new generation is what TxnOffsetCommit is checked against.
  */
-const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false, "franz-go": true };
+const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false, platformatic: true, "franz-go": true };
 
 const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_COPIER = join(import.meta.dir, "python/eos_copier.py");
 const NODE_COPIER = join(import.meta.dir, "node/eos-copier.ts");
+const PLATFORMATIC_COPIER = join(import.meta.dir, "node/eos-copier-platformatic.ts");
 const JAVA_SOURCE = join(import.meta.dir, "java/EosCopier.java");
 const JAVA_CLASSES = join(REPO_ROOT, ".cache/java-classes");
 const GO_COPIER = join(REPO_ROOT, ".cache/go-bin/eos-copier");
 
-type ClientName = "java" | "librdkafka" | "kafkajs" | "franz-go";
+type ClientName = "java" | "librdkafka" | "kafkajs" | "platformatic" | "franz-go";
 
 let bunka: TestBroker | undefined;
 let apache: ApacheKafka | undefined;
@@ -154,6 +158,8 @@ function copierCommand(client: ClientName, a: CopierArgs): string[] {
       return [VENV_PYTHON, PY_COPIER, "copy", ...args];
     case "kafkajs":
       return [process.execPath, NODE_COPIER, ...args];
+    case "platformatic":
+      return [process.execPath, PLATFORMATIC_COPIER, ...args];
     case "franz-go":
       return [GO_COPIER, ...args];
   }
@@ -563,6 +569,10 @@ describe(`EOS consume-transform-produce copiers SIGKILLed ${KILLS} times (${TARG
 
   test("kafkajs (transaction.sendOffsets with consumerGroupId)", async () => {
     await copierScenario("kafkajs", 2);
+  }, TEST_TIMEOUT_MS);
+
+  test("@platformatic/kafka (Transaction.addConsumer and addOffset)", async () => {
+    await copierScenario("platformatic", 4);
   }, TEST_TIMEOUT_MS);
 
   test("franz-go (GroupTransactSession: End commits the polled offsets in the transaction)", async () => {
