@@ -2,8 +2,8 @@
 # Installs the interop clients that do not come from npm or Maven Central:
 # - librdkafka, through its Python binding confluent-kafka (the wheel ships librdkafka), into a virtualenv at
 #   <repo>/.cache/venv; the librdkafka interop tests run that venv's python;
-# - franz-go: the Go EOS copier of tests/interop/go (eoscopier), built with the Go toolchain into
-#   <repo>/.cache/go-bin/eos-copier (modules from the Go module proxy, pinned by tests/interop/go/go.sum).
+# - franz-go: the Go helpers of tests/interop/go (eoscopier, txnzombie), built with the Go toolchain into
+#   <repo>/.cache/go-bin/ (modules from the Go module proxy, pinned by tests/interop/go/go.sum).
 #
 # Idempotent: once the venv imports the pinned version it is left alone, and `go build` only rebuilds what
 # changed. Concurrent callers are serialised by flock. Output goes to stderr; the exit code says whether the
@@ -32,6 +32,8 @@ if ! installed; then
   installed || { echo "confluent-kafka $CONFLUENT_KAFKA_VERSION did not install into $venv" >&2; exit 1; }
 fi
 
-command -v go >/dev/null 2>&1 || { echo "go is not installed: the franz-go copier cannot be built" >&2; exit 1; }
-(cd "$root/tests/interop/go" && go build -o "$root/.cache/go-bin/eos-copier" ./eoscopier) >&2 ||
-  { echo "building the franz-go copier (tests/interop/go/eoscopier) failed" >&2; exit 1; }
+command -v go >/dev/null 2>&1 || { echo "go is not installed: the franz-go helpers cannot be built" >&2; exit 1; }
+for helper in eoscopier:eos-copier txnzombie:txn-zombie; do
+  (cd "$root/tests/interop/go" && go build -o "$root/.cache/go-bin/${helper#*:}" "./${helper%%:*}") >&2 ||
+    { echo "building the franz-go helper tests/interop/go/${helper%%:*} failed" >&2; exit 1; }
+done

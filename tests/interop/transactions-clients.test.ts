@@ -1,8 +1,9 @@
 /**
  * Zombie fencing with librdkafka (confluent-kafka for Python, tests/interop/python/txn_zombie.py, from the
- * venv scripts/install-interop-clients.sh installs in .cache/venv) and kafkajs (tests/interop/node/txn-zombie.ts,
- * run with bun): the scenario of the Java test's "zombie fencing" (tests/interop/transactions-java.test.ts),
- * on a topic of 2 partitions, each helper a separate OS process:
+ * venv scripts/install-interop-clients.sh installs in .cache/venv), kafkajs (tests/interop/node/txn-zombie.ts,
+ * run with bun) and franz-go (tests/interop/go/txnzombie, built by the same script): the scenario of the Java
+ * test's "zombie fencing" (tests/interop/transactions-java.test.ts), on a topic of 2 partitions, each helper a
+ * separate OS process:
  *
  *   1. producer A (transactional.id X) begins a transaction, writes 3 records to partition 0 and waits
  *      (its transaction pins the LSO at 0);
@@ -17,6 +18,10 @@
  *          delivery report is the broker's INVALID_PRODUCER_EPOCH (47) for partition 0, and _PURGE_QUEUE
  *          for partition 1 (never sent: AddPartitionsToTxn v<2 answered INVALID_PRODUCER_EPOCH, which
  *          librdkafka logs as ADDPARTS and turns into the fatal _FENCED);
+ *        - franz-go 1.22.3 (tests/interop/go/txnzombie, built into .cache/go-bin/): INVALID_PRODUCER_EPOCH (47)
+ *          for the late Produce to partition 0, PRODUCER_FENCED (90) for AddPartitionsToTxn v3 (partition
+ *          1); franz-go refuses the commit itself (OPERATION_NOT_ATTEMPTED) and ends the transaction locally
+ *          after the Produce error, or with EndTxn v4 answered PRODUCER_FENCED after the AddPartitionsToTxn one;
  *        - kafkajs 2.2.4 (no ProducerFenced error class, and it does not know PRODUCER_FENCED (90)): the
  *          send and the commit fail with KafkaJSProtocolError type INVALID_PRODUCER_EPOCH (47),
  *          retriable=false, answered to its Produce v7 (partition 0) or AddPartitionsToTxn v1 (partition 1)
@@ -30,7 +35,8 @@
  *
  *   bun test --timeout 300000 tests/interop/transactions-clients.test.ts
  *   TXN_ZOMBIE_TARGET=apache bun test --timeout 300000 tests/interop/transactions-clients.test.ts
- *                                      (the same against Apache Kafka 4.1.1: the clients report the same)
+ *                                      (the same against Apache Kafka 4.1.1 formatted at transaction version
+ *                                      1, bunka's: the clients report the same)
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
@@ -49,12 +55,13 @@ const TARGET = process.env.TXN_ZOMBIE_TARGET === "apache" ? "apache" : "bunka";
 const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_SCRIPT = join(import.meta.dir, "python/txn_zombie.py");
 const NODE_SCRIPT = join(import.meta.dir, "node/txn-zombie.ts");
+const GO_HELPER = join(REPO_ROOT, ".cache/go-bin/txn-zombie");
 /** Records A writes before it is fenced; B's transactions and their size. */
 const A_RECORDS = 3;
 const B_TXNS = 2;
 const B_PER_TXN = 2;
 
-type ClientName = "librdkafka" | "kafkajs";
+type ClientName = "librdkafka" | "kafkajs" | "franz-go";
 
 let bunka: TestBroker | undefined;
 let apache: ApacheKafka | undefined;
@@ -65,14 +72,24 @@ let client: WireClient;
 // Client processes
 
 function helperCommand(name: ClientName, args: string[]): string[] {
-  return name === "librdkafka" ? [VENV_PYTHON, PY_SCRIPT, ...args] : [process.execPath, NODE_SCRIPT, ...args];
+  switch (name) {
+    case "librdkafka":
+      return [VENV_PYTHON, PY_SCRIPT, ...args];
+    case "kafkajs":
+      return [process.execPath, NODE_SCRIPT, ...args];
+    case "franz-go":
+      return [GO_HELPER, ...args];
+  }
 }
 
-/** Installs the venv when it is missing (scripts/test does it up front; this covers a bare `bun test`). */
-async function ensureVenv(): Promise<void> {
+/**
+ * Installs the venv and builds the franz-go helper when they are missing or stale (scripts/test does it up
+ * front; this covers a bare `bun test`).
+ */
+async function ensureClients(): Promise<void> {
   const proc = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0 || !existsSync(VENV_PYTHON)) throw new Error(`install-interop-clients.sh failed (exit ${code}):\n${err}`);
+  if (code !== 0 || !existsSync(VENV_PYTHON) || !existsSync(GO_HELPER)) throw new Error(`install-interop-clients.sh failed (exit ${code}):\n${err}`);
 }
 
 type PartitionKeys = Record<string, [number, string][]>;
@@ -164,6 +181,34 @@ function expectKafkajsFenced(a: LineChild, latePartition: number): void {
   expect(refused).toEqual([latePartition === 0 ? "Produce(key: 0, version: 7)" : "AddPartitionsToTxn(key: 24, version: 1)", "EndTxn(key: 26, version: 1)"]);
 }
 
+/**
+ * franz-go 1.22.3 (kerr errors, on transaction version 1 as bunka speaks it): the broker's answer for the late
+ * record, INVALID_PRODUCER_EPOCH (47) from the Produce for partition 0, PRODUCER_FENCED (90) from
+ * AddPartitionsToTxn v3 for partition 1; the commit is then refused by franz-go itself (OPERATION_NOT_ATTEMPTED,
+ * nothing sent). The abort differs: after the Produce error franz-go has failed its producer id and ends the
+ * transaction locally (no EndTxn; the broker aborted A's transaction when B fenced it), after the
+ * AddPartitionsToTxn error it sends EndTxn v4, answered PRODUCER_FENCED. Against Apache Kafka 4.1.1 at
+ * transaction version 1 it prints the same lines.
+ */
+function expectFranzGoFenced(a: LineChild, latePartition: number): void {
+  const fenced = "kerr=PRODUCER_FENCED code=90 retriable=false PRODUCER_FENCED: There is a newer producer with the same transactionalId which fences the current one.";
+  const notAttempted = "EXCEPTION commit kerr=OPERATION_NOT_ATTEMPTED code=55 retriable=false OPERATION_NOT_ATTEMPTED: ";
+  const lines = a.stdout.trimEnd().split("\n");
+  expect(lines.slice(0, 2)).toEqual(["READY", "OPEN"]);
+  expect(lines.at(-1)).toBe("DONE");
+  const steps = lines.slice(2, -1);
+  expect(steps).toHaveLength(3);
+  if (latePartition === 0) {
+    expect(steps[0]).toBe("EXCEPTION send kerr=INVALID_PRODUCER_EPOCH code=47 retriable=false INVALID_PRODUCER_EPOCH: Producer attempted an operation with an old epoch.");
+    expect(steps[1]).toStartWith(notAttempted);
+    expect(steps[2]).toBe("ABORTED 0");
+  } else {
+    expect(steps[0]).toBe(`EXCEPTION send ${fenced}`);
+    expect(steps[1]).toStartWith(notAttempted);
+    expect(steps[2]).toBe(`EXCEPTION abort ${fenced}`);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scenario
 
@@ -189,7 +234,8 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
   if (aCode !== 0) throw new Error(`producer A exited ${aCode}\n${a.output()}`);
   expect(a.stdout).toEndWith("DONE\n");
   if (name === "librdkafka") expectLibrdkafkaFenced(a, latePartition);
-  else expectKafkajsFenced(a, latePartition);
+  else if (name === "kafkajs") expectKafkajsFenced(a, latePartition);
+  else expectFranzGoFenced(a, latePartition);
 
   const after = await describeTxn(client, id);
   expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId, topics: [] });
@@ -223,9 +269,11 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
 }
 
 beforeAll(async () => {
-  await ensureVenv();
+  await ensureClients();
   if (TARGET === "apache") {
-    apache = await startApacheKafka({ serverProperties: { "auto.create.topics.enable": false } });
+    // Transaction version 1, bunka's: at 2 (Apache's default) franz-go switches to KIP-890's protocol (no
+    // AddPartitionsToTxn, EndTxn v5), and the comparison would no longer be like for like.
+    apache = await startApacheKafka({ serverProperties: { "auto.create.topics.enable": false }, features: { "transaction.version": 1 } });
     bootstrap = apache.bootstrap;
     client = await WireClient.connect(apache.port);
   } else {
@@ -243,7 +291,7 @@ afterAll(async () => {
 });
 
 describe(`zombie fencing: a second producer with the same transactional.id fences the first mid-transaction (${TARGET})`, () => {
-  for (const name of ["librdkafka", "kafkajs"] as const) {
+  for (const name of ["librdkafka", "kafkajs", "franz-go"] as const) {
     test(`${name}: the zombie's late record to partition 0, already in its transaction`, async () => {
       await zombieScenario(name, 0);
     }, TIMEOUT);

@@ -186,6 +186,8 @@ export interface StartOptions {
   advertisedHost?: string;
   /** Extra or overriding server.properties entries. */
   serverProperties?: Record<string, string | number | boolean>;
+  /** Feature levels set when the storage is formatted (kafka-storage format --feature), e.g. transaction.version: 1. */
+  features?: Record<string, number>;
   /** Data dir (created if missing); default: a fresh temp dir, removed on stop(). */
   dataDir?: string;
   readyTimeoutMs?: number;
@@ -377,6 +379,7 @@ async function startOnce(
     "--config",
     propsFile,
     "--standalone",
+    ...Object.entries(opts.features ?? {}).flatMap(([name, level]) => ["--feature", `${name}=${level}`]),
   ]);
   if (format.code !== 0) throw new Error(`kafka-storage format failed (${format.code}):\n${format.stdout}${format.stderr}`);
 
