@@ -1,9 +1,9 @@
 /**
  * Zombie fencing with librdkafka (confluent-kafka for Python, tests/interop/python/txn_zombie.py, from the
  * venv scripts/install-interop-clients.sh installs in .cache/venv), kafkajs (tests/interop/node/txn-zombie.ts,
- * run with bun) and franz-go (tests/interop/go/txnzombie, built by the same script): the scenario of the Java
- * test's "zombie fencing" (tests/interop/transactions-java.test.ts), on a topic of 2 partitions, each helper a
- * separate OS process:
+ * run with bun), @platformatic/kafka (tests/interop/node/txn-zombie-platformatic.ts) and franz-go
+ * (tests/interop/go/txnzombie, built by the same script): the scenario of the Java test's "zombie fencing"
+ * (tests/interop/transactions-java.test.ts), on a topic of 2 partitions, each helper a separate OS process:
  *
  *   1. producer A (transactional.id X) begins a transaction, writes 3 records to partition 0 and waits
  *      (its transaction pins the LSO at 0);
@@ -22,6 +22,9 @@
  *          for the late Produce to partition 0, PRODUCER_FENCED (90) for AddPartitionsToTxn v3 (partition
  *          1); franz-go refuses the commit itself (OPERATION_NOT_ATTEMPTED) and ends the transaction locally
  *          after the Produce error, or with EndTxn v4 answered PRODUCER_FENCED after the AddPartitionsToTxn one;
+ *        - @platformatic/kafka 2.12.1 (tests/interop/node/txn-zombie-platformatic.ts, run with bun): the broker's
+ *          INVALID_PRODUCER_EPOCH (47) to the late Produce v11 (partition 0) or PRODUCER_FENCED (90) to
+ *          AddPartitionsToTxn v5 (partition 1), then PRODUCER_FENCED to EndTxn v4 for the commit and the abort;
  *        - kafkajs 2.2.4 (no ProducerFenced error class, and it does not know PRODUCER_FENCED (90)): the
  *          send and the commit fail with KafkaJSProtocolError type INVALID_PRODUCER_EPOCH (47),
  *          retriable=false, answered to its Produce v7 (partition 0) or AddPartitionsToTxn v1 (partition 1)
@@ -56,12 +59,13 @@ const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_SCRIPT = join(import.meta.dir, "python/txn_zombie.py");
 const NODE_SCRIPT = join(import.meta.dir, "node/txn-zombie.ts");
 const GO_HELPER = join(REPO_ROOT, ".cache/go-bin/txn-zombie");
+const PLATFORMATIC_SCRIPT = join(import.meta.dir, "node/txn-zombie-platformatic.ts");
 /** Records A writes before it is fenced; B's transactions and their size. */
 const A_RECORDS = 3;
 const B_TXNS = 2;
 const B_PER_TXN = 2;
 
-type ClientName = "librdkafka" | "kafkajs" | "franz-go";
+type ClientName = "librdkafka" | "kafkajs" | "franz-go" | "platformatic";
 
 let bunka: TestBroker | undefined;
 let apache: ApacheKafka | undefined;
@@ -79,6 +83,8 @@ function helperCommand(name: ClientName, args: string[]): string[] {
       return [process.execPath, NODE_SCRIPT, ...args];
     case "franz-go":
       return [GO_HELPER, ...args];
+    case "platformatic":
+      return [process.execPath, PLATFORMATIC_SCRIPT, ...args];
   }
 }
 
@@ -209,6 +215,33 @@ function expectFranzGoFenced(a: LineChild, latePartition: number): void {
   }
 }
 
+/**
+ * @platformatic/kafka 2.12.1: every refusal is the broker's, wrapped in the client's AggregateErrors: the late
+ * Produce v11 to partition 0 answered INVALID_PRODUCER_EPOCH (47), or AddPartitionsToTxn v5 for partition 1
+ * answered PRODUCER_FENCED (90); then EndTxn v4 answered PRODUCER_FENCED for the commit and again for the
+ * abort. Against Apache Kafka 4.1.1 at transaction version 1 it prints the same lines.
+ */
+function expectPlatformaticFenced(a: LineChild, latePartition: number): void {
+  const refused = (api: string, code: number, message: string) =>
+    `AggregateError code=PLT_KFK_RESPONSE Received response with error while executing API ${api} [Error code=PLT_KFK_PROTOCOL apiCode=${code} ${message}]`;
+  const fenced = "There is a newer producer with the same transactionalId which fences the current one.";
+  const send =
+    latePartition === 0
+      ? `AggregateError code=PLT_KFK_MULTIPLE Producing messages failed. [${refused("Produce(v11)", 47, "Producer attempted to produce with an old epoch.")}]`
+      : refused("AddPartitionsToTxn(v5)", 90, fenced);
+  expect(a.stdout).toBe(
+    [
+      "READY",
+      "OPEN",
+      `EXCEPTION send ${send}`,
+      `EXCEPTION commit ${refused("EndTxn(v4)", 90, fenced)}`,
+      `EXCEPTION abort ${refused("EndTxn(v4)", 90, fenced)}`,
+      "DONE",
+      "",
+    ].join("\n"),
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scenario
 
@@ -235,7 +268,8 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
   expect(a.stdout).toEndWith("DONE\n");
   if (name === "librdkafka") expectLibrdkafkaFenced(a, latePartition);
   else if (name === "kafkajs") expectKafkajsFenced(a, latePartition);
-  else expectFranzGoFenced(a, latePartition);
+  else if (name === "franz-go") expectFranzGoFenced(a, latePartition);
+  else expectPlatformaticFenced(a, latePartition);
 
   const after = await describeTxn(client, id);
   expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId, topics: [] });
@@ -291,7 +325,7 @@ afterAll(async () => {
 });
 
 describe(`zombie fencing: a second producer with the same transactional.id fences the first mid-transaction (${TARGET})`, () => {
-  for (const name of ["librdkafka", "kafkajs", "franz-go"] as const) {
+  for (const name of ["librdkafka", "kafkajs", "franz-go", "platformatic"] as const) {
     test(`${name}: the zombie's late record to partition 0, already in its transaction`, async () => {
       await zombieScenario(name, 0);
     }, TIMEOUT);

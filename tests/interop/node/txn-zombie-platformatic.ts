@@ -1,0 +1,112 @@
+/**
+ * Zombie fencing with @platformatic/kafka, for tests/interop/transactions-clients.test.ts.
+ *
+ *   bun tests/interop/node/txn-zombie-platformatic.ts zombie BOOTSTRAP TOPIC TXN_ID PREFIX N LATE_PARTITION
+ *   bun tests/interop/node/txn-zombie-platformatic.ts batches BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS TXNS PER_TXN
+ *
+ * Every record has key "<prefix>-<txn>-<i>" and the same value.
+ *
+ * zombie: beginTransaction (InitProducerId), N records to partition 0 (acknowledged), prints OPEN and waits for
+ * a line on stdin (EOF: exits 3, the test is gone). Then, as the zombie it has become meanwhile, sends
+ * "<prefix>-0-late" to LATE_PARTITION, commits, and aborts if anything failed. Each step's outcome is one line:
+ * SENT <partition> <offset> | COMMITTED 0 | ABORTED 0 | EXCEPTION <step> <error>, where <error> is the error
+ * and everything it wraps, each as "<name> code=<code> apiCode=<Kafka error code> <message>".
+ *
+ * batches: TXNS transactions of PER_TXN records (record i to partition i % PARTITIONS), each committed:
+ * COMMITTED <t>.
+ *
+ * Both print READY once the producer has its producer id and DONE at the end; an unexpected error prints
+ * FAILED <error>, exits 1.
+ */
+import { Producer, stringSerializers } from "@platformatic/kafka";
+
+const [mode, bootstrap, topic, transactionalId, prefix, ...rest] = process.argv.slice(2) as [string, string, string, string, string, ...string[]];
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+/** The error and everything it wraps (an AggregateError's errors, a cause), on one line. */
+function describe(e: unknown, depth = 0): string {
+  const error = e as Error & { code?: unknown; apiCode?: unknown; errors?: unknown[]; cause?: unknown };
+  let line = `${error.name ?? "Error"} code=${String(error.code)}${error.apiCode === undefined ? "" : ` apiCode=${String(error.apiCode)}`} ${error.message}`;
+  if (depth < 3) {
+    const inner = [...(error.errors ?? []), ...(error.cause === undefined ? [] : [error.cause])];
+    if (inner.length > 0) line += ` [${inner.map((c) => describe(c, depth + 1)).join(" | ")}]`;
+  }
+  return line.replace(/\n/g, " ");
+}
+
+async function readLine(): Promise<string | null> {
+  for await (const line of console) return line;
+  return null;
+}
+
+const key = (txn: number | string, i: number | string) => `${prefix}-${txn}-${i}`;
+
+const producer = new Producer({
+  clientId: transactionalId,
+  bootstrapBrokers: [bootstrap],
+  idempotent: true,
+  transactionalId,
+  serializers: stringSerializers,
+  // A new session's InitProducerId: without these the client sends (0, 0), which InitProducerId v3+ reads as
+  // "producer 0 at epoch 0" and answers PRODUCER_FENCED once the id has a producer at another id or epoch (see
+  // tests/interop/node/eos-copier-platformatic.ts).
+  producerId: -1n,
+  producerEpoch: -1,
+});
+
+async function zombie(n: number, latePartition: number): Promise<void> {
+  const txn = await producer.beginTransaction();
+  say("READY");
+  await txn.send({ messages: Array.from({ length: n }, (_, i) => ({ topic, key: key(0, i), value: key(0, i), partition: 0 })) });
+  say("OPEN");
+  if ((await readLine()) === null) process.exit(3);
+
+  let failed = false;
+  try {
+    const result = await txn.send({ messages: [{ topic, key: key(0, "late"), value: key(0, "late"), partition: latePartition }] });
+    say(`SENT ${latePartition} ${JSON.stringify(result.offsets ?? result, (_, v) => (typeof v === "bigint" ? String(v) : v))}`);
+  } catch (e) {
+    failed = true;
+    say(`EXCEPTION send ${describe(e)}`);
+  }
+  try {
+    await txn.commit();
+    say("COMMITTED 0");
+  } catch (e) {
+    failed = true;
+    say(`EXCEPTION commit ${describe(e)}`);
+  }
+  if (!failed) return;
+  try {
+    await txn.abort();
+    say("ABORTED 0");
+  } catch (e) {
+    say(`EXCEPTION abort ${describe(e)}`);
+  }
+}
+
+async function batches(partitions: number, txns: number, perTxn: number): Promise<void> {
+  // InitProducerId: for B, this is what fences A (beginTransaction does it; cancel sends nothing).
+  await (await producer.beginTransaction()).cancel();
+  say("READY");
+  for (let t = 0; t < txns; t++) {
+    const txn = await producer.beginTransaction();
+    await txn.send({ messages: Array.from({ length: perTxn }, (_, i) => ({ topic, key: key(t, i), value: key(t, i), partition: i % partitions })) });
+    await txn.commit();
+    say(`COMMITTED ${t}`);
+  }
+}
+
+try {
+  if (mode === "zombie") await zombie(Number(rest[0]), Number(rest[1]));
+  else if (mode === "batches") await batches(Number(rest[0]), Number(rest[1]), Number(rest[2]));
+  else throw new Error(`unknown mode ${mode}`);
+  say("DONE");
+} catch (e) {
+  say(`FAILED ${describe(e)}`);
+  process.exit(1);
+}
+// A fenced producer has nothing left to send; bounded anyway.
+await Promise.race([producer.close(), Bun.sleep(5000)]);
+process.exit(0);
