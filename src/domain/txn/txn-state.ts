@@ -140,6 +140,16 @@ export type TransitionResult =
  * new producer id, no epoch yet, state Empty. It is never persisted; the first InitProducerId moves it to
  * Empty at epoch 0 through `transition`, like every other change.
  */
+/**
+ * The empty partition and group lists every entry at rest shares (Empty, Complete*, Dead), frozen so that
+ * nobody can add to all of them at once. An entry is never modified in place, and at 100k transactional
+ * ids two fresh empty arrays per entry were a third of the coordinator's heap objects.
+ */
+export const NO_TXN_PARTITIONS: readonly TopicPartitions[] = Object.freeze([]);
+export const NO_TXN_GROUPS: readonly string[] = Object.freeze([]);
+
+const sharedIfEmpty = <T>(list: readonly T[], empty: readonly T[]): readonly T[] => (list.length === 0 ? empty : list);
+
 export function blankTxnEntry(transactionalId: string, producerId: number, timeoutMs: number, nowMs: number): TxnEntry {
   return {
     transactionalId,
@@ -149,8 +159,8 @@ export function blankTxnEntry(transactionalId: string, producerId: number, timeo
     lastEpoch: NO_PRODUCER_EPOCH,
     timeoutMs,
     state: "Empty",
-    partitions: [],
-    groups: [],
+    partitions: NO_TXN_PARTITIONS,
+    groups: NO_TXN_GROUPS,
     ongoingSinceMs: NO_TXN_START_MS,
     updatedMs: nowMs,
   };
@@ -190,8 +200,8 @@ export function transition(entry: TxnEntry, to: TxnState, changes: TxnChanges, n
     lastEpoch: changes.lastEpoch ?? entry.lastEpoch,
     timeoutMs: changes.timeoutMs ?? entry.timeoutMs,
     state: to,
-    partitions: changes.partitions ?? entry.partitions,
-    groups: changes.groups ?? entry.groups,
+    partitions: changes.partitions === undefined ? entry.partitions : sharedIfEmpty(changes.partitions, NO_TXN_PARTITIONS),
+    groups: changes.groups === undefined ? entry.groups : sharedIfEmpty(changes.groups, NO_TXN_GROUPS),
     ongoingSinceMs: changes.ongoingSinceMs ?? entry.ongoingSinceMs,
     updatedMs: to === "PrepareCommit" || to === "PrepareAbort" ? Math.max(nowMs, entry.updatedMs + 1) : Math.max(nowMs, entry.updatedMs),
   };
@@ -376,8 +386,8 @@ export function parseTxnEntry(value: unknown): TxnEntry {
     lastEpoch: num("lastEpoch"),
     timeoutMs: num("timeoutMs"),
     state: state as TxnState,
-    partitions,
-    groups: v.groups as string[],
+    partitions: sharedIfEmpty(partitions, NO_TXN_PARTITIONS),
+    groups: sharedIfEmpty(v.groups as string[], NO_TXN_GROUPS),
     ongoingSinceMs: num("ongoingSinceMs"),
     updatedMs: num("updatedMs"),
   };

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import {
+  NO_TXN_GROUPS,
+  NO_TXN_PARTITIONS,
   PERSISTED_STATES,
   PRODUCER_EPOCH_MAX,
   TXN_STATES,
@@ -224,5 +226,37 @@ describe("parseTxnEntry", () => {
     expect(() => parseTxnEntry({ ...entryIn("Ongoing"), groups: [1] })).toThrow(/groups/);
     expect(() => parseTxnEntry({ ...entryIn("CompleteAbort"), groups: ["g"] })).toThrow(/no partitions/);
     expect(() => parseTxnEntry({ ...entryIn("Ongoing"), ongoingSinceMs: -1 })).toThrow(/start/);
+  });
+});
+
+describe("entries at rest share one frozen empty partition list and group list", () => {
+  const shares = (entry: TxnEntry) => entry.partitions === NO_TXN_PARTITIONS && entry.groups === NO_TXN_GROUPS;
+
+  test("a blank entry, a transition that empties the lists, and a parsed entry with empty lists", () => {
+    expect(Object.isFrozen(NO_TXN_PARTITIONS) && Object.isFrozen(NO_TXN_GROUPS)).toBe(true);
+    expect(shares(blankTxnEntry("tx", 7, 60_000, T0))).toBe(true);
+    const ongoing = entryIn("Ongoing", { partitions: [{ topic: "t", partitions: [0, 1] }], groups: ["g"] });
+    for (const to of ["CompleteCommit", "CompleteAbort", "Dead"] as const) {
+      const prepared = transition(ongoing, to === "CompleteAbort" ? "PrepareAbort" : "PrepareCommit", {}, T0 + 1);
+      if (!prepared.ok) throw new Error(prepared.reason);
+      const from = to === "Dead" ? entryIn("CompleteCommit") : prepared.entry;
+      const done = transition(from, to, { partitions: [], groups: [] }, T0 + 2);
+      if (!done.ok) throw new Error(done.reason);
+      expect(shares(done.entry)).toBe(true);
+    }
+    for (const state of ["Empty", "CompleteCommit", "CompleteAbort"] as const) {
+      expect(shares(parseTxnEntry(JSON.parse(JSON.stringify(entryIn(state)))))).toBe(true);
+    }
+  });
+
+  test("lists with content stay the entry's own, and a fence keeps the very lists it had", () => {
+    const partitions = [{ topic: "t", partitions: [0] }];
+    const ongoing = transition(entryIn("Empty"), "Ongoing", { partitions, groups: ["g"], ongoingSinceMs: T0 }, T0 + 1);
+    if (!ongoing.ok) throw new Error(ongoing.reason);
+    expect(ongoing.entry.partitions).toBe(partitions);
+    const fenced = transition(ongoing.entry, "PrepareEpochFence", { epoch: ongoing.entry.epoch + 1, lastEpoch: -1 }, T0 + 2);
+    if (!fenced.ok) throw new Error(fenced.reason);
+    expect(fenced.entry.partitions).toBe(partitions);
+    expect(shares(ongoing.entry)).toBe(false);
   });
 });
