@@ -46,10 +46,13 @@ export class SingleBrokerOwnership implements Ownership {
   }
 }
 
+const utf8 = new TextEncoder();
+
 /** fnv1a32, the slot hash of DESIGN.md §4: slot = fnv1a32(key) % 50. */
 export function fnv1a32(text: string): number {
   let hash = 0x811c9dc5;
-  const bytes = new TextEncoder().encode(text);
+  // One encoder for the process: this runs on every transaction state change.
+  const bytes = utf8.encode(text);
   for (let i = 0; i < bytes.length; i++) {
     hash ^= bytes[i]!;
     hash = Math.imul(hash, 0x01000193) >>> 0;
