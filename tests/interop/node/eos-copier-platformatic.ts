@@ -25,6 +25,7 @@ import {
   type Message,
   type MessagesStream,
 } from "@platformatic/kafka";
+import { NEW_SESSION, describeError } from "./platformatic-support.ts";
 
 const args = process.argv.slice(2);
 if (args.length !== 9) {
@@ -36,14 +37,6 @@ const txnSize = Number(txnSizeArg);
 const pauseAt = Number(pauseAtArg);
 /** A partly filled transaction is committed once no message came for this long. */
 const CHUNK_IDLE_MS = 100;
-/**
- * InitProducerId's (producerId, epoch) when the producer has none yet. Unset, @platformatic/kafka 2.12.1 sends
- * (0, 0), which InitProducerId v3+ reads as "I am producer 0 at epoch 0": when a restart finds the killed
- * run's transaction open, the first InitProducerId fences it (CONCURRENT_TRANSACTIONS) and the retry is
- * answered PRODUCER_FENCED, by Apache Kafka 4.1.1 as by bunka. (-1, -1) is what the Java client sends for a
- * new session.
- */
-const NEW_SESSION = { producerId: -1n, producerEpoch: -1 };
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise<null>((resolve) => setTimeout(() => resolve(null), ms));
@@ -71,19 +64,8 @@ const producer = new Producer({
 
 type In = Message<string, string, string, string>;
 
-/** The error and everything it wraps (an AggregateError's errors, in order), on one line. */
-function describe(e: unknown, depth = 0): string {
-  const error = e as Error & { code?: unknown; apiCode?: unknown; errors?: unknown[]; cause?: unknown };
-  let line = `${error.name ?? "Error"} code=${String(error.code)}${error.apiCode === undefined ? "" : ` apiCode=${String(error.apiCode)}`} ${error.message}`;
-  if (depth < 3) {
-    const inner = [...(error.errors ?? []), ...(error.cause === undefined ? [] : [error.cause])];
-    if (inner.length > 0) line += ` [${inner.map((c) => describe(c, depth + 1)).join(" | ")}]`;
-  }
-  return line.replace(/\n/g, " ");
-}
-
 /** A fence: this instance can never commit again (a newer one with the same transactional id took over). */
-const fenced = (e: unknown) => /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|fenced|old epoch/i.test(describe(e));
+const fenced = (e: unknown) => /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|fenced|old epoch/i.test(describeError(e));
 
 async function pause(n: number): Promise<never> {
   say(`PAUSED ${n}`);
@@ -143,10 +125,10 @@ async function main(): Promise<void> {
       await transaction.commit();
     } catch (e) {
       if (fenced(e)) {
-        say(`FATAL ${describe(e)}`);
+        say(`FATAL ${describeError(e)}`);
         process.exit(2);
       }
-      say(`ABORT ${n} ${describe(e)}`);
+      say(`ABORT ${n} ${describeError(e)}`);
       await transaction.abort().catch(() => transaction.cancel().catch(() => undefined));
       // Back to the group's committed offsets: the chunk is read again.
       await current.stream.close().catch(() => undefined);
@@ -160,6 +142,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((e) => {
-  say(`FATAL ${describe(e)}`);
+  say(`FATAL ${describeError(e)}`);
   process.exit(2);
 });

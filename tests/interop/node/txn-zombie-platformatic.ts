@@ -19,21 +19,12 @@
  * FAILED <error>, exits 1.
  */
 import { Producer, stringSerializers } from "@platformatic/kafka";
+import { NEW_SESSION, describeError } from "./platformatic-support.ts";
 
 const [mode, bootstrap, topic, transactionalId, prefix, ...rest] = process.argv.slice(2) as [string, string, string, string, string, ...string[]];
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-/** The error and everything it wraps (an AggregateError's errors, a cause), on one line. */
-function describe(e: unknown, depth = 0): string {
-  const error = e as Error & { code?: unknown; apiCode?: unknown; errors?: unknown[]; cause?: unknown };
-  let line = `${error.name ?? "Error"} code=${String(error.code)}${error.apiCode === undefined ? "" : ` apiCode=${String(error.apiCode)}`} ${error.message}`;
-  if (depth < 3) {
-    const inner = [...(error.errors ?? []), ...(error.cause === undefined ? [] : [error.cause])];
-    if (inner.length > 0) line += ` [${inner.map((c) => describe(c, depth + 1)).join(" | ")}]`;
-  }
-  return line.replace(/\n/g, " ");
-}
 
 async function readLine(): Promise<string | null> {
   for await (const line of console) return line;
@@ -48,11 +39,7 @@ const producer = new Producer({
   idempotent: true,
   transactionalId,
   serializers: stringSerializers,
-  // A new session's InitProducerId: without these the client sends (0, 0), which InitProducerId v3+ reads as
-  // "producer 0 at epoch 0" and answers PRODUCER_FENCED once the id has a producer at another id or epoch (see
-  // tests/interop/node/eos-copier-platformatic.ts).
-  producerId: -1n,
-  producerEpoch: -1,
+  ...NEW_SESSION,
 });
 
 async function zombie(n: number, latePartition: number): Promise<void> {
@@ -68,21 +55,21 @@ async function zombie(n: number, latePartition: number): Promise<void> {
     say(`SENT ${latePartition} ${JSON.stringify(result.offsets ?? result, (_, v) => (typeof v === "bigint" ? String(v) : v))}`);
   } catch (e) {
     failed = true;
-    say(`EXCEPTION send ${describe(e)}`);
+    say(`EXCEPTION send ${describeError(e)}`);
   }
   try {
     await txn.commit();
     say("COMMITTED 0");
   } catch (e) {
     failed = true;
-    say(`EXCEPTION commit ${describe(e)}`);
+    say(`EXCEPTION commit ${describeError(e)}`);
   }
   if (!failed) return;
   try {
     await txn.abort();
     say("ABORTED 0");
   } catch (e) {
-    say(`EXCEPTION abort ${describe(e)}`);
+    say(`EXCEPTION abort ${describeError(e)}`);
   }
 }
 
@@ -104,7 +91,7 @@ try {
   else throw new Error(`unknown mode ${mode}`);
   say("DONE");
 } catch (e) {
-  say(`FAILED ${describe(e)}`);
+  say(`FAILED ${describeError(e)}`);
   process.exit(1);
 }
 // A fenced producer has nothing left to send; bounded anyway.

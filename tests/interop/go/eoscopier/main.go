@@ -25,6 +25,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"bunka.test/interop/internal/txnclient"
 )
 
 const txnOffsetCommitKey = 28
@@ -70,22 +72,17 @@ func main() {
 	}
 
 	hook := &pauseAfterOffsets{}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(bootstrap),
-		kgo.ClientID(txnID),
-		kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(60 * time.Second),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	opts := append(txnclient.Opts(bootstrap, txnID),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(input),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
-		kgo.SessionTimeout(6 * time.Second),
-		kgo.HeartbeatInterval(500 * time.Millisecond),
-		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.WithHooks(hook),
-	}
+	)
 	if instanceID != "-" {
 		opts = append(opts, kgo.InstanceID(instanceID))
 	}

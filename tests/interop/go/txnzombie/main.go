@@ -25,10 +25,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"bunka.test/interop/internal/txnclient"
 )
 
 func say(format string, args ...any) {
@@ -69,14 +70,7 @@ func main() {
 		return &kgo.Record{Topic: topic, Partition: int32(partition), Key: k, Value: k}
 	}
 
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(bootstrap),
-		kgo.ClientID(txnID),
-		kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(60 * time.Second),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordRetries(5),
-	}
+	opts := append(txnclient.Opts(bootstrap, txnID), kgo.RecordRetries(5))
 	if os.Getenv("TXN_ZOMBIE_DEBUG") != "" {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 	}
