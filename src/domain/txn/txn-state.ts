@@ -136,11 +136,6 @@ export type TransitionResult =
   | { readonly ok: false; readonly from: TxnState; readonly to: TxnState; readonly reason: string };
 
 /**
- * The entry a transactional id has before its first InitProducerId completes, as Apache creates it: the
- * new producer id, no epoch yet, state Empty. It is never persisted; the first InitProducerId moves it to
- * Empty at epoch 0 through `transition`, like every other change.
- */
-/**
  * The empty partition and group lists every entry at rest shares (Empty, Complete*, Dead), frozen so that
  * nobody can add to all of them at once. An entry is never modified in place, and at 100k transactional
  * ids two fresh empty arrays per entry were a third of the coordinator's heap objects.
@@ -150,6 +145,11 @@ export const NO_TXN_GROUPS: readonly string[] = Object.freeze([]);
 
 const sharedIfEmpty = <T>(list: readonly T[], empty: readonly T[]): readonly T[] => (list.length === 0 ? empty : list);
 
+/**
+ * The entry a transactional id has before its first InitProducerId completes, as Apache creates it: the
+ * new producer id, no epoch yet, state Empty. It is never persisted; the first InitProducerId moves it to
+ * Empty at epoch 0 through `transition`, like every other change.
+ */
 export function blankTxnEntry(transactionalId: string, producerId: number, timeoutMs: number, nowMs: number): TxnEntry {
   return {
     transactionalId,
