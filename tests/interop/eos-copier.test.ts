@@ -65,9 +65,10 @@ const KILL_AT = { min: 2, max: 8 };
 const AFTER_COMMIT_KILL_DELAY_MAX_MS = 25;
 const TEST_TIMEOUT_MS = 150_000;
 /**
- * The Java copier is a static member (group.instance.id): its restart replaces the killed member at once.
- * librdkafka and kafkajs (which has no static membership) join as new members: the group rebalances once
- * the killed member's session (6 s) expires, and the new generation is what TxnOffsetCommit is checked against.
+ * The Java, @platformatic/kafka and franz-go copiers are static members (group.instance.id): a restart
+ * replaces the killed member at once. librdkafka and kafkajs (which has no static membership) join as new
+ * members: the group rebalances once the killed member's session (6 s) expires, and the new generation is
+ * what TxnOffsetCommit is checked against.
  */
 const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false, platformatic: true, "franz-go": true };
 
