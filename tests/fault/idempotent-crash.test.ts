@@ -26,9 +26,10 @@
 import { expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT, runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
+import { runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
 import { BunkaProcess, CAN_RUN_BINARY, withBrokerLog } from "../support/binary.ts";
 import { faultTestDir, killDuringStartup, stopBroker } from "../support/fault-support.ts";
+import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
 import { envSeed } from "../support/fuzz-support.ts";
 import { seededRandom } from "../support/random.ts";
 import { readPartitionFully, utf8, type PartitionContents } from "../support/record-decoder.ts";
@@ -46,7 +47,6 @@ const GRACEFUL_STOP_P = 0.25;
 const KILL_DURING_STARTUP_P = 0.2;
 const JAVA_TOPIC = { name: "idem-java", partitions: 2 };
 const PY_TOPIC = { name: "idem-librdkafka", partitions: 3 };
-const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_DRIVER = join(import.meta.dir, "python/idempotent_producer.py");
 /** Messages that mean a client met a sequence or producer-id error it should never meet here. */
 const SEQUENCE_TROUBLE = new RegExp(
@@ -67,7 +67,7 @@ const SEQUENCE_TROUBLE = new RegExp(
 const children = new Set<Bun.Subprocess>();
 const fault = faultTestDir("bunka-idempotent-crash-", {
   setup: async () => {
-    if (!existsSync(VENV_PYTHON)) await installVenv();
+    if (!existsSync(VENV_PYTHON)) await ensureInteropClients();
   },
   cleanup: async () => {
     for (const child of children) child.kill("SIGKILL");
@@ -75,23 +75,6 @@ const fault = faultTestDir("bunka-idempotent-crash-", {
   },
 });
 const { tmpRoot, logFile } = fault;
-
-/** The same venv scripts/install-interop-clients.sh makes (used when that script has not run). */
-async function installVenv(): Promise<void> {
-  const script = join(REPO_ROOT, "scripts/install-interop-clients.sh");
-  const steps = existsSync(script)
-    ? [["bash", script]]
-    : [
-        ["python3", "-m", "venv", join(REPO_ROOT, ".cache/venv")],
-        [join(REPO_ROOT, ".cache/venv/bin/pip"), "install", "--quiet", "confluent-kafka==2.16.1"],
-      ];
-  for (const cmd of steps) {
-    const proc = Bun.spawn(cmd, { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-    if (code !== 0) throw new Error(`${cmd.join(" ")} failed (${code}):\n${out}${err}`);
-  }
-  if (!existsSync(VENV_PYTHON)) throw new Error(`${VENV_PYTHON} is still missing after installing the venv`);
-}
 
 async function runPythonProducer(bootstrap: string, out: string): Promise<ToolResult> {
   const proc = Bun.spawn(

@@ -10,15 +10,14 @@
  *   names, ports, node ids and member ids are normalised.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Kafka, logLevel, type Consumer, type EachMessagePayload } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { REPO_ROOT, runKafkaTool, startApacheKafka, type ToolResult } from "../support/apache-kafka.ts";
+import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
-const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const SCRIPT = join(REPO_ROOT, "tests/interop/python/consumer_group.py");
 
 let broker: TestBroker;
@@ -180,9 +179,7 @@ describe("kafkajs", () => {
 
 describe("librdkafka", () => {
   test("a group of two confluent-kafka consumers rebalances, commits every message once, and its AdminClient sees the group", async () => {
-    const proc0 = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
-    const [installErr, installCode] = await Promise.all([new Response(proc0.stderr).text(), proc0.exited]);
-    if (installCode !== 0 && !existsSync(VENV_PYTHON)) throw new Error(`install-interop-clients.sh failed:\n${installErr}`);
+    await ensureInteropClients();
 
     const topic = "rdk-group";
     const count = 600;

@@ -45,6 +45,7 @@ import { Kafka, logLevel } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { LOG4J_CONFIG, REPO_ROOT, ensureKafkaLibs, javaBin, startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
+import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
 import { caseRandom, envSeed } from "../support/fuzz-support.ts";
 import { decodeRecordSet, readPartitionFully, utf8 } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
@@ -72,13 +73,12 @@ const TEST_TIMEOUT_MS = 150_000;
  */
 const STATIC_MEMBER: Record<ClientName, boolean> = { java: true, librdkafka: false, kafkajs: false, platformatic: true, "franz-go": true };
 
-const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_COPIER = join(import.meta.dir, "python/eos_copier.py");
 const NODE_COPIER = join(import.meta.dir, "node/eos-copier.ts");
 const PLATFORMATIC_COPIER = join(import.meta.dir, "node/eos-copier-platformatic.ts");
 const JAVA_SOURCE = join(import.meta.dir, "java/EosCopier.java");
 const JAVA_CLASSES = join(REPO_ROOT, ".cache/java-classes");
-const GO_COPIER = join(REPO_ROOT, ".cache/go-bin/eos-copier");
+const GO_COPIER = goHelper("eos-copier");
 
 type ClientName = "java" | "librdkafka" | "kafkajs" | "platformatic" | "franz-go";
 
@@ -108,7 +108,7 @@ async function compileJavaCopier(): Promise<void> {
 
 beforeAll(async () => {
   kafkaLibs = await ensureKafkaLibs();
-  await Promise.all([compileJavaCopier(), run(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], "install-interop-clients.sh")]);
+  await Promise.all([compileJavaCopier(), ensureInteropClients()]);
   if (TARGET === "apache") {
     apache = await startApacheKafka({ serverProperties: { "group.initial.rebalance.delay.ms": 0, "auto.create.topics.enable": false } });
     bootstrap = apache.bootstrap;

@@ -6,12 +6,12 @@
  * checks on the wire that the stored batches really carry the codec and the producer id.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { BATCH_HEADER_BYTES, CompressionCodec, parseBatchHeader, type BatchHeader } from "../../src/protocol/records/record-batch.ts";
 import { REPO_ROOT } from "../support/apache-kafka.ts";
+import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -19,21 +19,13 @@ const TIMEOUT = 180_000;
 const COUNT = 1000;
 const CODECS = ["none", "gzip", "snappy", "lz4", "zstd"] as const;
 const PREFIX = "rdk-";
-const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const SCRIPT = join(REPO_ROOT, "tests/interop/python/produce_consume.py");
 
 let broker: TestBroker;
 let client: WireClient;
 
-/** Installs the venv when it is missing (scripts/test does it up front; this covers a bare `bun test`). */
-async function ensureVenv(): Promise<void> {
-  const proc = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
-  const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0 || !existsSync(VENV_PYTHON)) throw new Error(`install-interop-clients.sh failed (exit ${code}):\n${err}`);
-}
-
 beforeAll(async () => {
-  await ensureVenv();
+  await ensureInteropClients();
   broker = await startTestBroker({ autoCreateTopicsEnable: false });
   client = await WireClient.connect(broker.port);
   const created = await client.request(19, 7, {

@@ -42,11 +42,11 @@
  *                                      1, bunka's: the clients report the same)
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
-import { REPO_ROOT, startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
+import { startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
+import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
 import { readPartitionFully } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
@@ -55,10 +55,9 @@ import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
 const TARGET = process.env.TXN_ZOMBIE_TARGET === "apache" ? "apache" : "bunka";
-const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
 const PY_SCRIPT = join(import.meta.dir, "python/txn_zombie.py");
 const NODE_SCRIPT = join(import.meta.dir, "node/txn-zombie.ts");
-const GO_HELPER = join(REPO_ROOT, ".cache/go-bin/txn-zombie");
+const GO_HELPER = goHelper("txn-zombie");
 const PLATFORMATIC_SCRIPT = join(import.meta.dir, "node/txn-zombie-platformatic.ts");
 /** Records A writes before it is fenced; B's transactions and their size. */
 const A_RECORDS = 3;
@@ -86,16 +85,6 @@ function helperCommand(name: ClientName, args: string[]): string[] {
     case "platformatic":
       return [process.execPath, PLATFORMATIC_SCRIPT, ...args];
   }
-}
-
-/**
- * Installs the venv and builds the franz-go helper when they are missing or stale (scripts/test does it up
- * front; this covers a bare `bun test`).
- */
-async function ensureClients(): Promise<void> {
-  const proc = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
-  const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0 || !existsSync(VENV_PYTHON) || !existsSync(GO_HELPER)) throw new Error(`install-interop-clients.sh failed (exit ${code}):\n${err}`);
 }
 
 type PartitionKeys = Record<string, [number, string][]>;
@@ -303,7 +292,7 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
 }
 
 beforeAll(async () => {
-  await ensureClients();
+  await ensureInteropClients();
   if (TARGET === "apache") {
     // Transaction version 1, bunka's: at 2 (Apache's default) franz-go switches to KIP-890's protocol (no
     // AddPartitionsToTxn, EndTxn v5), and the comparison would no longer be like for like.
