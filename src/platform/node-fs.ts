@@ -12,7 +12,7 @@
  * synchronous for the same reason: they are in the page cache (written moments ago), so the read is a
  * copy, while the asynchronous read cost two thread hops per call. A consumer at the end of a log reads
  * exactly those bytes, one partition after another; with 16 producers and a read_committed consumer,
- * serving them synchronously took the consumer's commit-to-visible time from 12–19 ms to 7–9 ms at p50
+ * serving them synchronously took the consumer's commit-to-visible time from 18–23 ms to 11 ms at p50
  * (docs/benchmarks.md). Anything older, or found in the file when it was opened, may have to come from
  * the device and is read asynchronously.
  */
