@@ -10,7 +10,7 @@
  *
  * Reads of bytes this handle wrote itself, within the last RECENT_WRITE_BYTES of what it wrote, are
  * synchronous for the same reason: they are in the page cache (written moments ago), so the read is a
- * copy, while the asynchronous read cost two thread hops per call. A consumer at the end of a log reads
+ * copy, while an asynchronous read costs two thread hops per call. A consumer at the end of a log reads
  * exactly those bytes, one partition after another; with 16 producers and a read_committed consumer,
  * serving them synchronously took the consumer's commit-to-visible time from 18–23 ms to 11 ms at p50
  * (docs/benchmarks.md). Anything older, or found in the file when it was opened, may have to come from
