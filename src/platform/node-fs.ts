@@ -61,16 +61,12 @@ class NodeFileHandle implements FileHandle {
   async read(length: number, position: number): Promise<Uint8Array> {
     const buffer = new Uint8Array(length);
     let total = 0;
-    if (readsRecentWrite(position, this.ownWritesFrom, this.endPosition)) {
-      while (total < length) {
-        const bytesRead = readSync(this.handle.fd, buffer, total, length - total, position + total);
-        if (bytesRead === 0) break;
-        total += bytesRead;
-      }
-      return total === length ? buffer : buffer.subarray(0, total);
-    }
+    const recent = readsRecentWrite(position, this.ownWritesFrom, this.endPosition);
     while (total < length) {
-      const { bytesRead } = await this.handle.read(buffer, total, length - total, position + total);
+      const at = position + total;
+      const bytesRead = recent
+        ? readSync(this.handle.fd, buffer, total, length - total, at)
+        : (await this.handle.read(buffer, total, length - total, at)).bytesRead;
       if (bytesRead === 0) break;
       total += bytesRead;
     }
