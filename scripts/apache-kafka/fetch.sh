@@ -4,9 +4,10 @@
 #
 #   scripts/apache-kafka/fetch.sh            # the pinned version (KAFKA_VERSION overrides)
 #
-# Idempotent: once libs/.complete exists it does nothing. Works with an empty ~/.m2 (Maven Central only).
-# Concurrent callers are serialised by flock; the libs dir appears by an atomic rename, so a half-copied
-# directory is never seen.
+# Idempotent: once libs/.complete names this version and this pom it does nothing; a cache made from another
+# pom (fewer artifacts) is resolved again, so adding a dependency to pom.xml reaches existing checkouts.
+# Works with an empty ~/.m2 (Maven Central only). Concurrent callers are serialised by flock; the libs dir
+# appears by a rename, so a half-copied directory is never seen.
 set -euo pipefail
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -14,8 +15,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dest_parent="$root/.cache/apache-kafka-$KAFKA_VERSION"
 libs="$dest_parent/libs"
+# What .complete holds: the version and the pom's digest, so that the marker is only current for this pom.
+stamp="$KAFKA_VERSION $(sha256sum "$here/pom.xml" | cut -d' ' -f1)"
+current() { [[ -f "$libs/.complete" && "$(cat "$libs/.complete")" == "$stamp" ]]; }
 
-if [[ -f "$libs/.complete" ]]; then
+if current; then
   echo "$libs"
   exit 0
 fi
@@ -23,7 +27,7 @@ fi
 mkdir -p "$dest_parent"
 exec 9>"$dest_parent/.lock"
 flock 9
-if [[ -f "$libs/.complete" ]]; then   # someone else finished while we waited
+if current; then   # someone else finished while we waited
   echo "$libs"
   exit 0
 fi
@@ -42,10 +46,18 @@ if ! mvn -B -q -f "$here/pom.xml" -Dstyle.color=never \
   exit 1
 fi
 rm -f "$log"
-[[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" && -f "$tmp/kafka-tools-$KAFKA_VERSION.jar" ]] || {
-  echo "fetch.sh: kafka jars missing after resolution" >&2; exit 1; }
-echo "$KAFKA_VERSION" >"$tmp/.complete"
-rm -rf "$libs"
+for jar in kafka_2.13 kafka-tools kafka-streams connect-runtime connect-file; do
+  [[ -f "$tmp/$jar-$KAFKA_VERSION.jar" ]] || { echo "fetch.sh: $jar-$KAFKA_VERSION.jar missing after resolution" >&2; exit 1; }
+done
+echo "$stamp" >"$tmp/.complete"
+# An older cache is moved aside rather than deleted first, so that the libs dir is missing only between two
+# renames (a JVM started from it meanwhile would miss its jars), then removed.
+old=""
+if [[ -e "$libs" ]]; then
+  old="$(mktemp -d "$dest_parent/libs.old.XXXXXX")"
+  mv -T "$libs" "$old/libs"
+fi
 mv -T "$tmp" "$libs"
 trap - EXIT
+[[ -z "$old" ]] || rm -rf "$old"
 echo "$libs"

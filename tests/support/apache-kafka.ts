@@ -75,11 +75,13 @@ export function javaBin(): string {
 
 let libsPromise: Promise<string> | undefined;
 
-/** Runs scripts/apache-kafka/fetch.sh when the cache is missing; returns the libs directory. */
+/**
+ * Runs scripts/apache-kafka/fetch.sh (once per process); returns the libs directory. The script, not this
+ * function, decides whether the cache is current: its marker names the pom it was made from, so a cache that
+ * predates a new dependency is resolved again instead of being taken as complete.
+ */
 export function ensureKafkaLibs(): Promise<string> {
   libsPromise ??= (async () => {
-    const libs = join(REPO_ROOT, ".cache", `apache-kafka-${KAFKA_VERSION}`, "libs");
-    if (existsSync(join(libs, ".complete"))) return libs;
     const proc = Bun.spawn(["bash", join(KAFKA_SCRIPTS_DIR, "fetch.sh")], {
       env: { ...process.env, KAFKA_VERSION },
       stdout: "pipe",
