@@ -1,8 +1,7 @@
 /**
  * Decodes RecordBatch v2 bytes (what Fetch returns, or a segment file) into records, for tests that read
- * back what clients wrote: offsets, keys, values, headers. Every batch's CRC-32C is checked. Uncompressed,
- * gzip and zstd batches are decoded (what our test producers send); snappy and lz4 raise, so a test never
- * silently skips records it cannot read.
+ * back what clients wrote: offsets, keys, values, headers. Every batch's CRC-32C is checked. Batches of
+ * every codec are decompressed with the broker's own codecs (src/protocol/records/compression.ts).
  *
  * A Fetch response may end with a partial batch (the broker cuts at max bytes); `decodeRecordSet` stops
  * there and reports how many bytes it left, so a reader can fetch again from the next offset.
@@ -16,6 +15,7 @@ import {
   type BatchHeader,
 } from "../../src/protocol/records/record-batch.ts";
 import { Reader } from "../../src/protocol/reader.ts";
+import { decompress } from "../../src/protocol/records/compression.ts";
 
 export interface DecodedHeader {
   key: string;
@@ -53,85 +53,15 @@ function readVarBytes(r: Reader): Uint8Array | null {
   return r.raw(length);
 }
 
-function decompress(codec: number, bytes: Uint8Array): Uint8Array {
-  switch (codec) {
-    case CompressionCodec.none:
-      return bytes;
-    case CompressionCodec.gzip:
-      return Bun.gunzipSync(bytes as Uint8Array<ArrayBuffer>);
-    case CompressionCodec.zstd:
-      return Bun.zstdDecompressSync(bytes as Uint8Array<ArrayBuffer>);
-    case CompressionCodec.snappy:
-      return snappyDecompress(bytes);
-    default:
-      throw new Error(`record-decoder: compression codec ${codec} is not supported here`);
-  }
-}
-
-/** The header of the xerial snappy-java framing the Java client writes: magic, then version 1 and compatible 1. */
-const XERIAL_MAGIC = [0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00];
+/** Large enough for any batch a test produces; a batch that inflates beyond it is a bug worth failing on. */
+const MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024;
 
 /**
- * Snappy as Kafka clients write it: either one raw snappy block (franz-go, librdkafka) or the xerial framing
- * (16-byte header, then blocks each prefixed with a big-endian int32 length) of snappy-java.
+ * Snappy as Kafka clients write it (xerial-framed or one raw block), with the broker's own codec; kept
+ * as a named export for the tests that read snappy batches directly.
  */
 export function snappyDecompress(bytes: Uint8Array): Uint8Array {
-  if (bytes.length >= 16 && XERIAL_MAGIC.every((b, i) => bytes[i] === b)) {
-    const parts: Uint8Array[] = [];
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    for (let at = 16; at < bytes.length; ) {
-      const length = view.getInt32(at);
-      parts.push(snappyBlock(bytes.subarray(at + 4, at + 4 + length)));
-      at += 4 + length;
-    }
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    parts.reduce((at, p) => (out.set(p, at), at + p.length), 0);
-    return out;
-  }
-  return snappyBlock(bytes);
-}
-
-/** One raw snappy block: a uvarint of the uncompressed length, then literals and back-references. */
-function snappyBlock(src: Uint8Array): Uint8Array {
-  let at = 0;
-  let length = 0;
-  for (let shift = 0; ; shift += 7) {
-    const b = src[at++]!;
-    length += (b & 0x7f) * 2 ** shift;
-    if (b < 0x80) break;
-  }
-  const out = new Uint8Array(length);
-  let o = 0;
-  const le = (n: number) => {
-    let v = 0;
-    for (let i = 0; i < n; i++) v += src[at + i]! * 2 ** (8 * i);
-    at += n;
-    return v;
-  };
-  while (at < src.length) {
-    const tag = src[at++]!;
-    if ((tag & 3) === 0) {
-      let n = tag >>> 2;
-      if (n >= 60) n = le(n - 59);
-      out.set(src.subarray(at, at + n + 1), o);
-      at += n + 1;
-      o += n + 1;
-      continue;
-    }
-    let n: number;
-    let offset: number;
-    if ((tag & 3) === 1) {
-      n = ((tag >>> 2) & 7) + 4;
-      offset = ((tag >>> 5) << 8) | src[at++]!;
-    } else {
-      n = (tag >>> 2) + 1;
-      offset = le((tag & 3) === 2 ? 2 : 4);
-    }
-    if (offset === 0 || offset > o) throw new Error(`record-decoder: bad snappy back-reference (offset ${offset} at ${o})`);
-    for (let i = 0; i < n; i++, o++) out[o] = out[o - offset]!;
-  }
-  if (o !== length) throw new Error(`record-decoder: snappy block decoded to ${o} bytes, its header says ${length}`);
-  return out;
+  return decompress(CompressionCodec.snappy, bytes, MAX_DECOMPRESSED_BYTES);
 }
 
 /** Decodes the records of one whole, CRC-checked batch at `position`. */
@@ -139,7 +69,7 @@ export function decodeBatch(bytes: Uint8Array, position = 0): DecodedBatch {
   const problem = checkBatch(bytes, position);
   if (typeof problem !== "number") throw new Error(`record-decoder: bad batch: ${JSON.stringify(problem)}`);
   const header = parseBatchHeader(bytes, position);
-  const body = decompress(header.compression, bytes.subarray(position + BATCH_HEADER_BYTES, position + header.sizeBytes));
+  const body = decompress(header.compression, bytes.subarray(position + BATCH_HEADER_BYTES, position + header.sizeBytes), MAX_DECOMPRESSED_BYTES);
   const r = new Reader(body);
   const records: DecodedRecord[] = [];
   for (let i = 0; i < header.recordsCount; i++) {

@@ -4,10 +4,20 @@
  * `decompress` and `compress` work on the records section of a batch (the bytes after the 61-byte
  * header). Corrupt input is a DecodeError; a result above `maxBytes` is refused rather than allocated,
  * so that a small hostile batch cannot inflate into gigabytes.
+ *
+ * gzip and zstd are Bun's native zlib and zstd. snappy and lz4 are our own (snappy.ts, lz4.ts), in the
+ * framings Kafka clients use: xerial-framed snappy (raw snappy blocks are read too) and the LZ4 frame
+ * format with independent 64 KiB blocks.
+ *
+ * zstd input is walked frame by frame (headers and block sizes only) before it is decompressed: Bun's
+ * node:zlib zstdDecompressSync returns whatever it decoded so far, without an error, when the input
+ * stops in the middle of a frame, and a cut-off batch must not pass for a shorter one.
  */
 import { gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from "node:zlib";
 import { DecodeError } from "../../errors/errors.ts";
+import { lz4Compress, lz4Decompress } from "./lz4.ts";
 import { CompressionCodec } from "./record-batch.ts";
+import { snappyCompress, snappyDecompress } from "./snappy.ts";
 
 /** Inflates the records section of a batch compressed with `codec`. */
 export function decompress(codec: number, data: Uint8Array, maxBytes: number): Uint8Array {
@@ -20,10 +30,17 @@ export function decompress(codec: number, data: Uint8Array, maxBytes: number): U
         out = gunzipSync(data, { maxOutputLength: maxBytes });
         break;
       case CompressionCodec.zstd:
+        checkZstdFrames(data);
         out = zstdDecompressSync(data, { maxOutputLength: maxBytes });
         break;
+      case CompressionCodec.snappy:
+        out = snappyDecompress(data, maxBytes);
+        break;
+      case CompressionCodec.lz4:
+        out = lz4Decompress(data, maxBytes);
+        break;
       default:
-        throw new DecodeError(`compression codec ${codec} is not supported yet`);
+        throw new DecodeError(`compression codec ${codec} does not exist`);
     }
   } catch (error) {
     if (error instanceof DecodeError) throw error;
@@ -42,7 +59,71 @@ export function compress(codec: number, data: Uint8Array): Uint8Array {
       return gzipSync(data);
     case CompressionCodec.zstd:
       return zstdCompressSync(data);
+    case CompressionCodec.snappy:
+      return snappyCompress(data);
+    case CompressionCodec.lz4:
+      return lz4Compress(data);
     default:
-      throw new Error(`compression codec ${codec} is not supported yet`);
+      throw new Error(`compression codec ${codec} does not exist`);
   }
+}
+
+const ZSTD_MAGIC = 0xfd2fb528;
+/** Skippable frames have magics 0x184D2A50..0x184D2A5F. */
+const ZSTD_SKIPPABLE_BASE = 0x184d2a50;
+const ZSTD_BLOCK_RLE = 1;
+const ZSTD_BLOCK_RESERVED = 3;
+const ZSTD_DICTIONARY_ID_BYTES = [0, 1, 2, 4] as const;
+const ZSTD_CONTENT_SIZE_BYTES = [0, 2, 4, 8] as const;
+
+function readUint32LE(data: Uint8Array, at: number): number {
+  return (data[at]! | (data[at + 1]! << 8) | (data[at + 2]! << 16) | (data[at + 3]! << 24)) >>> 0;
+}
+
+/**
+ * Checks that `data` is whole zstd frames (or skippable frames) and nothing else: each frame header is
+ * complete, every block's header and bytes are present, the last block is marked as such and followed
+ * by the content checksum when the header announces one. Throws DecodeError otherwise. The blocks'
+ * contents are left to the decompressor.
+ */
+function checkZstdFrames(data: Uint8Array): void {
+  let at = 0;
+  do {
+    if (data.length - at < 4) throw new DecodeError("zstd frame magic truncated");
+    const magic = readUint32LE(data, at);
+    if (((magic & 0xfffffff0) >>> 0) === ZSTD_SKIPPABLE_BASE) {
+      if (data.length - at < 8) throw new DecodeError("zstd skippable frame truncated");
+      const size = readUint32LE(data, at + 4);
+      if (size > data.length - at - 8) throw new DecodeError("zstd skippable frame runs past the input");
+      at += 8 + size;
+      continue;
+    }
+    if (magic !== ZSTD_MAGIC) throw new DecodeError(`zstd frame magic 0x${magic.toString(16)} at ${at} is not 0xfd2fb528`);
+    if (data.length - at < 5) throw new DecodeError("zstd frame header truncated");
+    const descriptor = data[at + 4]!;
+    const singleSegment = (descriptor & 0x20) !== 0;
+    const contentSizeFlag = descriptor >>> 6;
+    const headerBytes =
+      1 +
+      (singleSegment ? 0 : 1) +
+      ZSTD_DICTIONARY_ID_BYTES[descriptor & 3]! +
+      (contentSizeFlag === 0 && singleSegment ? 1 : ZSTD_CONTENT_SIZE_BYTES[contentSizeFlag]!);
+    at += 4 + headerBytes;
+    for (;;) {
+      if (data.length - at < 3) throw new DecodeError("zstd block header truncated");
+      const header = data[at]! | (data[at + 1]! << 8) | (data[at + 2]! << 16);
+      at += 3;
+      const type = (header >>> 1) & 3;
+      if (type === ZSTD_BLOCK_RESERVED) throw new DecodeError("zstd block of the reserved type");
+      // An RLE block's size is what it regenerates; its content is one byte.
+      const contentBytes = type === ZSTD_BLOCK_RLE ? 1 : header >>> 3;
+      if (contentBytes > data.length - at) throw new DecodeError("zstd block runs past the input");
+      at += contentBytes;
+      if ((header & 1) !== 0) break;
+    }
+    if ((descriptor & 0x04) !== 0) {
+      if (data.length - at < 4) throw new DecodeError("zstd content checksum truncated");
+      at += 4;
+    }
+  } while (at < data.length);
 }
