@@ -67,6 +67,10 @@ import {
   type AbortedTxn,
 } from "./log/txn-index.ts";
 import { encodeSnapshot, PRODUCER_STATE_SNAPSHOT_FILE, readSnapshot } from "./producer-state-snapshot.ts";
+import { cleanableRange, cleaningReason, type ActiveProducer, type CleanableRange, type CleaningReason } from "../domain/compaction/cleaning-rules.ts";
+import type { OffsetMap } from "../domain/compaction/offset-map.ts";
+import { cleanLog, type CleanPassStats } from "./log/log-cleaner.ts";
+import { baseTimestampAt } from "../protocol/records/record-batch.ts";
 
 export type ProduceOutcome =
   | { kind: "appended"; baseOffset: number; logAppendTimeMs: number; written: Promise<void> }
@@ -114,6 +118,31 @@ function refusedTransactionalBatch(verdict: Exclude<TxnBatchVerdict, "in-transac
       return { kind: "error", errorCode: ErrorCode.INVALID_TXN_STATE, message: NOT_IN_TRANSACTION_MESSAGE, notInTransaction: true };
   }
 }
+
+/** The topic configs that steer cleaning (cleanup.policy=compact), in the log's units. */
+export interface CompactionConfig {
+  minCleanableDirtyRatio: number;
+  minCompactionLagMs: number;
+  maxCompactionLagMs: number;
+  deleteRetentionMs: number;
+  segmentBytes: number;
+  indexIntervalBytes: number;
+}
+
+export interface CleanOptions {
+  nowMs: number;
+  config: CompactionConfig;
+  map: OffsetMap;
+  /** Resolves when reading may go on (log.cleaner.io.max.bytes.per.second). */
+  throttle: (bytesRead: number) => Promise<void>;
+  shouldStop: () => boolean;
+  /** Clean even when no rule asks for it (tests, an operator's request). */
+  force?: boolean;
+}
+
+export type CleanOutcome =
+  | { kind: "not-needed"; range: CleanableRange }
+  | { kind: "cleaned"; reason: CleaningReason | "forced"; range: CleanableRange; stats: CleanPassStats };
 
 /** How much log one replay read takes at a time while rebuilding producer state. */
 const REPLAY_READ_BYTES = 1024 * 1024;
@@ -435,6 +464,78 @@ export class Partition {
   /** Forgets aborted transactions wholly below the log start offset (retention or DeleteRecords moved it). */
   pruneAbortedTransactions(): number {
     return this.aborted.dropBefore(this.log.logStartOffset);
+  }
+
+  /**
+   * The dirty section of the log as the cleaner sees it now (docs/architecture.md, "Compaction"):
+   * bounded by the last stable offset, so no undecided transaction is ever judged.
+   */
+  async cleanableRange(nowMs: number, config: CompactionConfig): Promise<CleanableRange> {
+    const segments = [];
+    for (const segment of this.log.cleanableSegments()) {
+      const maxTimestampMs = config.minCompactionLagMs > 0 ? await this.log.segmentMaxTimestamp(segment.baseOffset) : -1;
+      segments.push({ baseOffset: segment.baseOffset, sizeBytes: segment.sizeBytes, maxTimestampMs });
+    }
+    return cleanableRange({
+      segments,
+      activeBaseOffset: this.log.activeSegmentBaseOffset,
+      logStartOffset: this.log.logStartOffset,
+      lastStableOffset: this.lastStableOffset,
+      checkpointOffset: this.log.cleanerCheckpoint.firstDirtyOffset,
+      minCompactionLagMs: config.minCompactionLagMs,
+      nowMs,
+    });
+  }
+
+  /**
+   * One cleaning pass when the log needs one (or `force`): see storage/log/log-cleaner.ts. Runs with
+   * retention kept out; appends and reads go on meanwhile (the active segment is never touched, and
+   * readers wait only for the moment a cleaned segment is swapped in).
+   */
+  clean(options: CleanOptions): Promise<CleanOutcome> {
+    return this.log.exclusive(async () => {
+      const { nowMs, config } = options;
+      const range = await this.cleanableRange(nowMs, config);
+      let reason: CleaningReason | "forced" | null = cleaningReason({
+        range,
+        minCleanableDirtyRatio: config.minCleanableDirtyRatio,
+        maxCompactionLagMs: config.maxCompactionLagMs,
+        firstDirtyTimestampMs: await this.firstDirtyTimestamp(range),
+        pendingDeleteHorizonMs: this.log.cleanerCheckpoint.pendingDeleteHorizonMs,
+        nowMs,
+      });
+      if (reason === null && options.force) reason = "forced";
+      if (reason === null || this.closeStarted) return { kind: "not-needed", range };
+      const producers = new Map<number, ActiveProducer>();
+      for (const producerId of this.producers.producerIdsWhere(() => true)) {
+        const entry = this.producers.get(producerId)!;
+        producers.set(producerId, { lastDataOffset: entry.batches.at(-1)?.lastOffset ?? -1, epoch: entry.epoch });
+      }
+      const stats = await cleanLog({
+        fs: this.fs,
+        log: this.log,
+        range,
+        nowMs,
+        deleteRetentionMs: config.deleteRetentionMs,
+        maxGroupBytes: config.segmentBytes,
+        indexIntervalBytes: config.indexIntervalBytes,
+        map: options.map,
+        producers,
+        aborted: this.aborted.entries().filter((e) => e.lastOffset >= this.log.logStartOffset),
+        throttle: options.throttle,
+        onSwapped: (baseOffset, endOffset, kept) => this.aborted.replaceRange(baseOffset, endOffset, kept),
+        shouldStop: () => this.closeStarted || options.shouldStop(),
+      });
+      return { kind: "cleaned", reason, range, stats };
+    });
+  }
+
+  /** The timestamp of the first batch of the dirty section (max.compaction.lag.ms counts from it). */
+  private async firstDirtyTimestamp(range: CleanableRange): Promise<number> {
+    const first = this.log.cleanableSegments().find((s) => s.endOffset > range.firstDirtyOffset && s.baseOffset < range.firstUncleanableOffset);
+    if (first === undefined || first.sizeBytes < BATCH_HEADER_BYTES) return -1;
+    const header = await this.log.readSegmentBytes(first.baseOffset, 0, BATCH_HEADER_BYTES);
+    return header.length < BATCH_HEADER_BYTES ? -1 : baseTimestampAt(header, 0);
   }
 
   /** Writes the producer-state snapshot if anything changed since the last one. */

@@ -121,6 +121,9 @@ export function lastOffsetDeltaAt(bytes: Uint8Array, at: number): number {
 export function maxTimestampAt(bytes: Uint8Array, at: number): number {
   return readInt64(bytes, at + MAX_TIMESTAMP_AT);
 }
+export function baseTimestampAt(bytes: Uint8Array, at: number): number {
+  return readInt64(bytes, at + BASE_TIMESTAMP_AT);
+}
 export function attributesAt(bytes: Uint8Array, at: number): number {
   return readInt16(bytes, at + ATTRIBUTES_AT);
 }
@@ -238,8 +241,11 @@ export function checkFraming(bytes: Uint8Array, position: number, end = bytes.le
  * count/offset-delta consistency that Apache's LogValidator requires of v2 batches without looking at
  * the records. Returns the batch size in bytes when it is sound, the problem otherwise. A number rather
  * than an object on success because recovery calls this once per stored batch.
+ *
+ * `cleaned`: the batch may come from a segment the log cleaner rewrote, where a batch keeps its offset
+ * span (last offset delta) with fewer records, or none at all.
  */
-export function checkBatch(bytes: Uint8Array, position: number, end = bytes.length): number | BatchProblem {
+export function checkBatch(bytes: Uint8Array, position: number, end = bytes.length, cleaned = false): number | BatchProblem {
   const sizeBytes = checkFraming(bytes, position, end);
   if (typeof sizeBytes !== "number") return sizeBytes;
   const storedCrc = readUint32(bytes, position + CRC_AT);
@@ -249,9 +255,10 @@ export function checkBatch(bytes: Uint8Array, position: number, end = bytes.leng
   if (codec > COMPRESSION_CODEC_MAX) return { kind: "invalid-compression", position, codec };
   const recordsCount = readInt32(bytes, position + RECORDS_COUNT_AT);
   const lastOffsetDelta = readInt32(bytes, position + LAST_OFFSET_DELTA_AT);
-  if (recordsCount < 1 || lastOffsetDelta !== recordsCount - 1) {
-    return { kind: "invalid-record-count", position, recordsCount, lastOffsetDelta };
-  }
+  const countProblem = cleaned
+    ? recordsCount < 0 || lastOffsetDelta < 0 || recordsCount > lastOffsetDelta + 1
+    : recordsCount < 1 || lastOffsetDelta !== recordsCount - 1;
+  if (countProblem) return { kind: "invalid-record-count", position, recordsCount, lastOffsetDelta };
   return sizeBytes;
 }
 

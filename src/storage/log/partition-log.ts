@@ -65,7 +65,9 @@ import { join } from "node:path";
 import { GroupCommit } from "./group-commit.ts";
 import { OffsetIndex, TimeIndex } from "./indexes.ts";
 import { LOG_CHECKPOINT_FILE, loadLogCheckpoint, saveLogCheckpoint, type LogCheckpoint } from "./log-checkpoint.ts";
+import { CLEANER_CHECKPOINT_FILE, loadCleanerCheckpoint, saveCleanerCheckpoint, type CleanerCheckpoint } from "./cleaner-checkpoint.ts";
 import { indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
+import { commitSwap, recoverSwap, type SwapManifest } from "./segment-swap.ts";
 
 export interface LogConfig {
   /** segment.bytes: roll before an append would make the active segment larger than this. */
@@ -153,6 +155,30 @@ export interface RecoveryReport {
   truncated: { file: string; position: number; bytes: number; reason: string } | undefined;
   /** Index files without a segment, and tmp files, removed. */
   removedFiles: string[];
+  /** A cleaner swap that a crash interrupted after its commit point, completed. */
+  completedSwap: SwapManifest | undefined;
+  /** `.cleaned` files of a cleaning pass that a crash interrupted before its commit point, removed. */
+  removedCleanedFiles: string[];
+}
+
+/** An inactive segment as the log cleaner sees it. */
+export interface CleanableSegment {
+  baseOffset: number;
+  /** The next segment's base offset. */
+  endOffset: number;
+  sizeBytes: number;
+}
+
+/** A cleaned segment whose `.cleaned` files are written and durable, ready to replace `replaced`. */
+export interface CleanedSegment {
+  /** Base offsets of the adjacent segments it replaces, ascending; the first is its own base offset. */
+  replaced: number[];
+  sizeBytes: number;
+  offsetIndex: OffsetIndex;
+  timeIndex: TimeIndex;
+  maxTimestampMs: number;
+  offsetOfMaxTimestamp: number;
+  txnIndexBytes: number;
 }
 
 interface WriteOp {
@@ -260,13 +286,25 @@ export class PartitionLog {
   private txnIndexesLoaded = false;
   private inflightReads = 0;
   private readsDrained: (() => void) | undefined;
+  /** Set while cleaned segments are swapped in: reads wait for it (see replaceSegments). */
+  private swapping: Promise<void> | undefined;
+  /** What the log cleaner last recorded (cleaner-checkpoint.json). */
+  private cleanerState: CleanerCheckpoint = { firstDirtyOffset: -1, gapsBelowOffset: 0, pendingDeleteHorizonMs: -1 };
 
   private failure: FatalError | undefined;
   private closing = false;
   private closed = false;
 
   /** What `open` found and did; for logs and tests. */
-  recoveryReport: RecoveryReport = { cleanShutdown: false, scannedSegments: [], rebuiltIndexes: [], truncated: undefined, removedFiles: [] };
+  recoveryReport: RecoveryReport = {
+    cleanShutdown: false,
+    scannedSegments: [],
+    rebuiltIndexes: [],
+    truncated: undefined,
+    removedFiles: [],
+    completedSwap: undefined,
+    removedCleanedFiles: [],
+  };
 
   private constructor(
     private readonly fs: Fs,
@@ -816,11 +854,13 @@ export class PartitionLog {
     const scratch = new Segment(this.dir, segment.baseOffset, segment.createdMs);
     const handle = await this.acquire(segment);
     try {
-      const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes));
+      const cleaned = this.mayBeCleaned(segment);
+      const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes), cleaned);
       if (result.bad !== undefined) {
         throw new CorruptStateError(segment.logPath, `${result.bad.reason} at position ${result.bad.position} (offset ${result.bad.expectedOffset})`);
       }
-      if (result.endOffset !== segment.endOffset) {
+      // A cleaned segment may have lost its last batches: it ends at or before the next segment's base.
+      if (cleaned ? result.endOffset > segment.endOffset : result.endOffset !== segment.endOffset) {
         throw new CorruptStateError(segment.logPath, `holds offsets up to ${result.endOffset - 1} but the next segment starts at ${segment.endOffset}`);
       }
     } finally {
@@ -848,15 +888,26 @@ export class PartitionLog {
    */
   async read(fetchOffset: number, maxBytes: number, options: ReadOptions = {}): Promise<ReadResult> {
     this.assertReadable();
+    if (this.swapping !== undefined) await this.swapping;
+    this.assertReadable();
     if (fetchOffset < this.logStart || fetchOffset > this.logEnd) {
       return { kind: "offset-out-of-range", logStartOffset: this.logStart, logEndOffset: this.logEnd };
     }
     const limitOffset = Math.min(options.upToOffset ?? Number.POSITIVE_INFINITY, this.writtenEnd);
     if (fetchOffset >= limitOffset) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
-    const segment = this.segmentFor(fetchOffset);
     this.inflightReads++;
     try {
-      return await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false);
+      // A cleaned segment may hold nothing at or after the fetch offset (the cleaner removed its last
+      // batches): the data then starts in a later segment, as in Apache's UnifiedLog.read.
+      let segment: Segment | undefined = this.segmentFor(fetchOffset);
+      while (segment !== undefined) {
+        const result = await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false);
+        if (result.kind !== "records" || result.bytes.length > 0 || segment === this.active) return result;
+        const next: Segment | undefined = this.segments[this.segments.indexOf(segment) + 1];
+        if (next === undefined || next.baseOffset >= limitOffset) return result;
+        segment = next;
+      }
+      return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
     } finally {
       this.endRead();
     }
@@ -928,7 +979,10 @@ export class PartitionLog {
           expectedBase = segment.baseOffset + index.relOffsetAt(i);
         }
       }
-      let first = true;
+      // Position 0 is always a batch start, but in a cleaned segment the first batch may start after the
+      // segment's base offset (the cleaner removed what was there): only a position from the index or
+      // the position cache is checked against the offset it promises.
+      let first = position > 0 || !this.mayBeCleaned(segment);
       for (;;) {
         const at = await cursor.ensure(position, BATCH_HEADER_BYTES);
         if (at < 0) return undefined;
@@ -995,6 +1049,8 @@ export class PartitionLog {
    */
   async offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
     this.assertReadable();
+    if (this.swapping !== undefined) await this.swapping;
+    this.assertReadable();
     this.inflightReads++;
     try {
       for (const segment of [...this.segments]) {
@@ -1011,6 +1067,8 @@ export class PartitionLog {
 
   /** ListOffsets MAX_TIMESTAMP: the first record with the largest timestamp in the log. */
   async maxTimestampOffset(): Promise<TimestampAndOffset | undefined> {
+    this.assertReadable();
+    if (this.swapping !== undefined) await this.swapping;
     this.assertReadable();
     this.inflightReads++;
     try {
@@ -1074,6 +1132,123 @@ export class PartitionLog {
       return undefined;
     } finally {
       this.release(segment);
+    }
+  }
+
+  // ---- the log cleaner's view ----------------------------------------------------------------------
+
+  /** What the log cleaner last recorded (see cleaner-checkpoint.ts). */
+  get cleanerCheckpoint(): CleanerCheckpoint {
+    return this.cleanerState;
+  }
+
+  /** Records where the cleaner stands, durably, before anything that relies on it happens. */
+  async saveCleanerCheckpoint(checkpoint: CleanerCheckpoint): Promise<void> {
+    this.assertWritable();
+    await saveCleanerCheckpoint(this.fs, join(this.dir, CLEANER_CHECKPOINT_FILE), checkpoint);
+    this.cleanerState = { ...checkpoint };
+  }
+
+  /** The segment may have been rewritten by the cleaner (its offsets may have gaps). */
+  private mayBeCleaned(segment: Segment): boolean {
+    return segment.baseOffset < this.cleanerState.gapsBelowOffset;
+  }
+
+  /** The inactive segments, oldest first: the active segment is never cleaned. */
+  cleanableSegments(): CleanableSegment[] {
+    const out: CleanableSegment[] = [];
+    for (let i = 0; i + 1 < this.segments.length; i++) {
+      const segment = this.segments[i]!;
+      out.push({ baseOffset: segment.baseOffset, endOffset: this.segments[i + 1]!.baseOffset, sizeBytes: segment.sizeBytes });
+    }
+    return out;
+  }
+
+  get activeSegmentBaseOffset(): number {
+    return this.active.baseOffset;
+  }
+
+  /** The largest batch timestamp of the inactive segment based at `baseOffset` (-1 when none). */
+  async segmentMaxTimestamp(baseOffset: number): Promise<number> {
+    return this.maxTimestampOf(this.inactiveSegment(baseOffset));
+  }
+
+  /** Up to `length` bytes at `position` of the inactive segment based at `baseOffset`. */
+  async readSegmentBytes(baseOffset: number, position: number, length: number): Promise<Uint8Array> {
+    const segment = this.inactiveSegment(baseOffset);
+    const handle = await this.acquire(segment);
+    try {
+      return await handle.read(Math.min(length, segment.sizeBytes - position), position);
+    } finally {
+      this.release(segment);
+    }
+  }
+
+  private inactiveSegment(baseOffset: number): Segment {
+    const segment = this.segments.find((s) => s.baseOffset === baseOffset);
+    if (segment === undefined || segment === this.active) throw new RangeError(`no inactive segment based at ${baseOffset} in ${this.dir}`);
+    return segment;
+  }
+
+  /**
+   * Runs `work` with retention and other cleaning passes kept out: each of them decides from the segment
+   * list the previous one left.
+   */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.retention.catch(() => undefined).then(work);
+    this.retention = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Swaps a cleaned segment in for the adjacent segments it replaces (segment-swap.ts has the file
+   * protocol). Reads are held off while the files change (a reader must never open a replaced segment's
+   * file name and find the new segment's bytes there), which takes a few renames and two directory
+   * fsyncs. Call it inside `exclusive`.
+   */
+  async replaceSegments(cleaned: CleanedSegment): Promise<void> {
+    this.assertWritable();
+    const first = this.segments.findIndex((s) => s.baseOffset === cleaned.replaced[0]);
+    const old = this.segments.slice(first, first + cleaned.replaced.length);
+    if (
+      first < 0 ||
+      old.length !== cleaned.replaced.length ||
+      old.some((s, i) => s.baseOffset !== cleaned.replaced[i] || s === this.active)
+    ) {
+      throw new RangeError(`segments ${cleaned.replaced.join(",")} are not adjacent inactive segments of ${this.dir}`);
+    }
+    const endOffset = this.segments[first + old.length]!.baseOffset;
+    let release!: () => void;
+    this.swapping = new Promise<void>((resolve) => (release = resolve));
+    try {
+      if (this.inflightReads > 0) await new Promise<void>((resolve) => (this.readsDrained = resolve));
+      this.readsDrained = undefined;
+      await this.failOnError(commitSwap(this.fs, this.dir, { baseOffset: cleaned.replaced[0]!, replaced: cleaned.replaced }));
+      const next = new Segment(this.dir, cleaned.replaced[0]!, this.clock.nowMs());
+      next.endOffset = endOffset;
+      next.sizeBytes = next.writtenBytes = cleaned.sizeBytes;
+      next.offsetIndex = cleaned.offsetIndex;
+      next.maxTimestampMs = cleaned.maxTimestampMs;
+      next.offsetOfMaxTimestamp = cleaned.offsetOfMaxTimestamp;
+      next.txnIndexBytes = cleaned.txnIndexBytes;
+      this.segments.splice(first, old.length, next);
+      this.cacheIndex(next);
+      for (const segment of old) {
+        // Their files are gone or hold the new segment now: only their handles are closed.
+        segment.retired = true;
+        segment.filesReplaced = true;
+        const cached = this.cachedIndexes.indexOf(segment);
+        if (cached >= 0) this.cachedIndexes.splice(cached, 1);
+        this.totalBytes -= segment.sizeBytes;
+        if (segment.refs === 0) this.trackDeletion(this.destroy(segment));
+      }
+      this.totalBytes += cleaned.sizeBytes;
+      for (const [offset, remembered] of this.readPositions) {
+        if (old.includes(remembered.segment)) this.readPositions.delete(offset);
+      }
+    } finally {
+      this.swapping = undefined;
+      release();
     }
   }
 
@@ -1191,6 +1366,7 @@ export class PartitionLog {
     const open = this.openInactive.indexOf(segment);
     if (open >= 0) this.openInactive.splice(open, 1);
     if (handle !== undefined) await handle.close().catch(() => undefined);
+    if (segment.filesReplaced) return;
     for (const path of [segment.logPath, segment.indexPath, segment.timeIndexPath, segment.txnIndexPath]) {
       await this.fs.unlink(path).catch((error: unknown) => {
         if ((error as { code?: string }).code !== "ENOENT") throw error;
@@ -1256,6 +1432,11 @@ export class PartitionLog {
     const report = this.recoveryReport;
     await ensureDir(fs, this.dir);
     report.removedFiles.push(...(await cleanTmpFiles(fs, this.dir)));
+    // Before the segments are listed: an interrupted cleaner swap decides which segment files exist.
+    const swap = await recoverSwap(fs, this.dir);
+    report.completedSwap = swap.completed;
+    report.removedCleanedFiles = swap.removedCleanedFiles;
+    this.cleanerState = await loadCleanerCheckpoint(fs, join(this.dir, CLEANER_CHECKPOINT_FILE));
     const names = await fs.readdir(this.dir);
     const logBases: number[] = [];
     const indexFiles = new Set<string>();

@@ -61,6 +61,8 @@ export class Segment {
   pinned = false;
   /** Deleted by retention: its files go when the last reference is released. */
   retired = false;
+  /** Replaced by a cleaned segment: its file names belong to the new segment (or are gone), so retiring it only closes its handle. */
+  filesReplaced = false;
   /** A load or rebuild of the indexes in progress, shared by concurrent readers. */
   indexLoading: Promise<void> | undefined;
   /** Bytes of the `.txnindex` file as this process wrote or found it: where the next entry goes. */
@@ -166,8 +168,19 @@ function describe(problem: BatchProblem): string {
  * Reads the segment file from the start, checking every batch (framing, CRC-32C, codec, count, and base
  * offsets contiguous from the segment's base offset), and calls `visit` for each sound one. Stops at the
  * first bad batch and reports it; it never modifies the file.
+ *
+ * `cleaned`: the log cleaner may have rewritten the segment, so base offsets only have to increase (the
+ * cleaner leaves gaps where it removed batches) and a batch may hold fewer records than its offset span
+ * (down to none: a producer's last batch kept for its sequence). The CRC still covers every field that
+ * says so.
  */
-export async function scanSegment(handle: FileHandle, fileBytes: number, baseOffset: number, visit: BatchVisitor): Promise<ScanResult> {
+export async function scanSegment(
+  handle: FileHandle,
+  fileBytes: number,
+  baseOffset: number,
+  visit: BatchVisitor,
+  cleaned = false,
+): Promise<ScanResult> {
   let buffer: Uint8Array = new Uint8Array(0);
   let bufferStart = 0;
   const ensure = async (position: number, length: number): Promise<number> => {
@@ -186,12 +199,12 @@ export async function scanSegment(handle: FileHandle, fileBytes: number, baseOff
     let sizeBytes = headerBytes >= 12 ? batchSizeAt(buffer, at) : BATCH_HEADER_BYTES;
     if (sizeBytes >= BATCH_HEADER_BYTES && position + sizeBytes <= fileBytes) at = await ensure(position, sizeBytes);
     const available = Math.min(buffer.length - at, fileBytes - position);
-    const checked = checkBatch(buffer, at, at + available);
+    const checked = checkBatch(buffer, at, at + available, cleaned);
     let reason: string | undefined;
     if (typeof checked !== "number") {
       reason = describe(checked);
-    } else if (baseOffsetAt(buffer, at) !== expectedOffset) {
-      reason = `base offset ${baseOffsetAt(buffer, at)} where ${expectedOffset} was expected`;
+    } else if (cleaned ? baseOffsetAt(buffer, at) < expectedOffset : baseOffsetAt(buffer, at) !== expectedOffset) {
+      reason = `base offset ${baseOffsetAt(buffer, at)} where ${cleaned ? "at least " : ""}${expectedOffset} was expected`;
     }
     if (reason !== undefined) {
       const followed = await followedByValidBatch(handle, fileBytes, position, expectedOffset, buffer, at, available);
@@ -199,7 +212,7 @@ export async function scanSegment(handle: FileHandle, fileBytes: number, baseOff
     }
     sizeBytes = checked as number;
     visit(buffer, at, position, sizeBytes);
-    expectedOffset += lastOffsetDeltaAt(buffer, at) + 1;
+    expectedOffset = baseOffsetAt(buffer, at) + lastOffsetDeltaAt(buffer, at) + 1;
     position += sizeBytes;
   }
   return { validBytes: position, endOffset: expectedOffset, bad: undefined };

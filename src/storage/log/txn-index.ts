@@ -160,6 +160,23 @@ export class AbortedTxnIndex {
     this.lastStableOffsets[i] = entry.lastStableOffset;
   }
 
+  /**
+   * Replaces the entries whose marker is in [fromOffset, toOffset) with `entries` (sorted by marker, all
+   * inside that range): the log cleaner rewrote the segments holding those markers.
+   */
+  replaceRange(fromOffset: number, toOffset: number, entries: readonly AbortedTxn[]): void {
+    const all = this.entries();
+    const before = all.filter((e) => e.lastOffset < fromOffset);
+    const after = all.filter((e) => e.lastOffset >= toOffset);
+    for (const entry of entries) {
+      if (entry.lastOffset < fromOffset || entry.lastOffset >= toOffset) {
+        throw new RangeError(`aborted transaction marker ${entry.lastOffset} is outside [${fromOffset}, ${toOffset})`);
+      }
+    }
+    this.head = this.tail = 0;
+    for (const entry of [...before, ...entries, ...after]) this.append(entry);
+  }
+
   /** Forgets the transactions whose marker is below `offset` (the log start moved past them). */
   dropBefore(offset: number): number {
     const before = this.size;

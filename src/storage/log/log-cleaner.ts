@@ -1,0 +1,406 @@
+/**
+ * One cleaning pass over one partition log (Apache's Cleaner.doClean is the reference), in three steps:
+ *
+ * 1. Map: walk the dirty section [firstDirtyOffset, firstUncleanableOffset) and record the latest offset
+ *    of every key in the OffsetMap, skipping aborted transactions' records and control batches. A full
+ *    map ends the section early; the next pass continues where this one stopped.
+ * 2. Clean: rewrite every segment from the start of the log up to the end of the map, in groups whose
+ *    total size fits one segment, keeping for each batch what cleaning-rules.ts says (the latest record
+ *    of each key, tombstones until their delete horizon, transactions' markers while they are needed,
+ *    every producer's last batch). Offsets never change: a rewritten batch keeps its base offset and
+ *    offset span, and removed batches leave gaps.
+ * 3. Swap each group's new segment in (segment-swap.ts: crash-safe, either the old segments or the new
+ *    one survive a kill) and move the cleaner checkpoint.
+ *
+ * The caller (Partition.clean) supplies what only it knows: the range to clean (bounded by the last
+ * stable offset), the aborted transactions, the active producers' last batches, and what to do with
+ * the aborted-transaction index entries each group keeps.
+ */
+import { FatalError } from "../../errors/errors.ts";
+import type { Fs } from "../../platform/fs.ts";
+import {
+  decideBatch,
+  deleteHorizonFor,
+  isLastBatchOfProducer,
+  retainRecord,
+  type ActiveProducer,
+  type CleanableRange,
+} from "../../domain/compaction/cleaning-rules.ts";
+import type { OffsetMap } from "../../domain/compaction/offset-map.ts";
+import { CleaningTxnTracker, type AbortedTxnRange, type ControlKind } from "../../domain/compaction/txn-cleaning.ts";
+import {
+  BATCH_HEADER_BYTES,
+  baseOffsetAt,
+  batchSizeAt,
+  maxTimestampAt,
+  parseBatchHeader,
+  parseControlRecord,
+  type BatchHeader,
+} from "../../protocol/records/record-batch.ts";
+import { batchSpecOf, buildBatch, decodeRecords, type KafkaRecord } from "../../protocol/records/records.ts";
+import { encodeTxnIndexEntries } from "./txn-index.ts";
+import { Segment } from "./segment.ts";
+import { cleanedPath } from "./segment-swap.ts";
+import type { CleanableSegment, PartitionLog } from "./partition-log.ts";
+
+/** Bytes read from a segment at a time (a larger batch is read whole). */
+const READ_CHUNK_BYTES = 256 * 1024;
+/** Cleaned bytes buffered before they are written out. */
+const WRITE_CHUNK_BYTES = 1024 * 1024;
+const INT32_MAX = 0x7fffffff;
+
+export interface CleanPassInput {
+  fs: Fs;
+  log: PartitionLog;
+  range: CleanableRange;
+  nowMs: number;
+  deleteRetentionMs: number;
+  /** segment.bytes: a group of cleaned segments is at most this large before cleaning. */
+  maxGroupBytes: number;
+  indexIntervalBytes: number;
+  map: OffsetMap;
+  producers: ReadonlyMap<number, ActiveProducer>;
+  /** Every aborted transaction whose marker is at or after the log start, by first offset. */
+  aborted: readonly AbortedTxnRange[];
+  /** Called with the bytes read so far in this pass; resolves when reading may go on (I/O throttle). */
+  throttle: (bytesRead: number) => Promise<void>;
+  /**
+   * Called (synchronously, right after the swap) with the range of a swapped-in segment and the
+   * aborted transactions whose markers it still holds.
+   */
+  onSwapped: (baseOffset: number, endOffset: number, keptAborted: AbortedTxnRange[]) => void;
+  /** Stops the pass between batches (shutdown, topic deletion). */
+  shouldStop: () => boolean;
+}
+
+export interface CleanPassStats {
+  /** The cleaner checkpoint after the pass: offsets below it are clean. */
+  endOffset: number;
+  bytesRead: number;
+  bytesWritten: number;
+  /** The log's size before and after the cleaned segments were replaced. */
+  sizeBeforeBytes: number;
+  sizeAfterBytes: number;
+  recordsRead: number;
+  recordsRemoved: number;
+  batchesRemoved: number;
+  segmentsCleaned: number;
+  /** The earliest delete horizon on a kept tombstone or marker, -1 when none. */
+  pendingDeleteHorizonMs: number;
+  mapFull: boolean;
+  stopped: boolean;
+}
+
+/** Walks the batches of an inactive segment in order, reading a chunk at a time. */
+class BatchWalker {
+  private buffer: Uint8Array = new Uint8Array(0);
+  private bufferStart = 0;
+  position = 0;
+
+  constructor(
+    private readonly log: PartitionLog,
+    private readonly segment: CleanableSegment,
+  ) {}
+
+  /** The next batch as [bytes, at, size], or undefined at the end of the segment. */
+  async next(): Promise<{ bytes: Uint8Array; at: number; size: number } | undefined> {
+    const size = this.segment.sizeBytes;
+    if (this.position >= size) return undefined;
+    let at = await this.ensure(this.position, BATCH_HEADER_BYTES);
+    const batchBytes = batchSizeAt(this.buffer, at);
+    if (batchBytes < BATCH_HEADER_BYTES || this.position + batchBytes > size) {
+      throw new FatalError(`${this.log.dir}: batch at position ${this.position} of segment ${this.segment.baseOffset} has length ${batchBytes}`);
+    }
+    at = await this.ensure(this.position, batchBytes);
+    this.position += batchBytes;
+    return { bytes: this.buffer, at, size: batchBytes };
+  }
+
+  private async ensure(position: number, length: number): Promise<number> {
+    if (position >= this.bufferStart && position + length <= this.bufferStart + this.buffer.length) return position - this.bufferStart;
+    const want = Math.max(length, READ_CHUNK_BYTES);
+    const bytes = await this.log.readSegmentBytes(this.segment.baseOffset, position, want);
+    if (bytes.length < length) throw new FatalError(`${this.log.dir}: segment ${this.segment.baseOffset} is shorter than its size at ${position}`);
+    this.buffer = bytes;
+    this.bufferStart = position;
+    return 0;
+  }
+}
+
+function controlKindOf(bytes: Uint8Array, at: number, header: BatchHeader): ControlKind {
+  if (header.recordsCount === 0) return "empty";
+  return parseControlRecord(bytes, at).type;
+}
+
+/** Step 1: the offset map over the dirty section. Returns whether it filled up. */
+async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number }): Promise<boolean> {
+  const { log, map, range } = input;
+  map.clear();
+  // Everything below the dirty section is clean already: its records count as mapped, so that a pass
+  // run only to remove tombstones past their horizon judges them.
+  map.updateLatestOffset(range.firstDirtyOffset - 1);
+  const tracker = new CleaningTxnTracker(input.aborted);
+  const dirty = log
+    .cleanableSegments()
+    .filter((s) => s.endOffset > range.firstDirtyOffset && s.baseOffset < range.firstUncleanableOffset);
+  for (const segment of dirty) {
+    const walker = new BatchWalker(log, segment);
+    for (;;) {
+      if (input.shouldStop()) return false;
+      const batch = await walker.next();
+      if (batch === undefined) break;
+      stats.bytesRead += batch.size;
+      await input.throttle(stats.bytesRead);
+      const header = parseBatchHeader(batch.bytes, batch.at);
+      const lastOffset = header.baseOffset + header.lastOffsetDelta;
+      if (header.isControl) {
+        tracker.onControlBatch(header.producerId, controlKindOf(batch.bytes, batch.at, header), lastOffset);
+      } else if (!tracker.onDataBatch(header.producerId, header.isTransactional, lastOffset)) {
+        for (const record of decodeRecords(batch.bytes, batch.at)) {
+          if (record.key === null || record.offset < range.firstDirtyOffset) continue;
+          if (map.isFull && map.get(record.key) < 0) return true;
+          map.put(record.key, record.offset);
+        }
+      }
+      if (lastOffset >= range.firstDirtyOffset) map.updateLatestOffset(lastOffset);
+    }
+  }
+  return false;
+}
+
+/** Groups adjacent segments so that each group's bytes fit one segment (Apache's groupSegmentsBySize). */
+function groupSegments(segments: CleanableSegment[], maxGroupBytes: number): CleanableSegment[][] {
+  const groups: CleanableSegment[][] = [];
+  let group: CleanableSegment[] = [];
+  let bytes = 0;
+  for (const segment of segments) {
+    const fits =
+      group.length > 0 && bytes + segment.sizeBytes <= maxGroupBytes && segment.endOffset - 1 - group[0]!.baseOffset <= INT32_MAX;
+    if (!fits && group.length > 0) {
+      groups.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(segment);
+    bytes += segment.sizeBytes;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/** Writes the cleaned bytes of one group to its `.cleaned` log file, buffered. */
+class CleanedWriter {
+  private readonly chunks: Uint8Array[] = [];
+  private chunkBytes = 0;
+  sizeBytes = 0;
+
+  constructor(private readonly handle: Awaited<ReturnType<Fs["open"]>>) {}
+
+  /** Where the next batch added will sit in the file. */
+  get position(): number {
+    return this.sizeBytes + this.chunkBytes;
+  }
+
+  async add(bytes: Uint8Array): Promise<void> {
+    this.chunks.push(bytes);
+    this.chunkBytes += bytes.length;
+    if (this.chunkBytes >= WRITE_CHUNK_BYTES) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (this.chunkBytes === 0) return;
+    const data = new Uint8Array(this.chunkBytes);
+    let at = 0;
+    for (const chunk of this.chunks) {
+      data.set(chunk, at);
+      at += chunk.length;
+    }
+    await this.handle.write(data, this.sizeBytes);
+    this.sizeBytes += data.length;
+    this.chunks.length = 0;
+    this.chunkBytes = 0;
+  }
+}
+
+async function writeDurably(fs: Fs, path: string, bytes: Uint8Array): Promise<void> {
+  const handle = await fs.open(path, "w");
+  try {
+    if (bytes.length > 0) await handle.write(bytes, 0);
+    try {
+      await handle.fsync();
+    } catch (error) {
+      throw new FatalError(`fsync of ${path} failed`, { cause: error });
+    }
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+}
+
+/** Runs one pass (see the file comment). */
+export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
+  const { log, map, fs, nowMs } = input;
+  const stats: CleanPassStats = {
+    endOffset: input.range.firstDirtyOffset,
+    bytesRead: 0,
+    bytesWritten: 0,
+    sizeBeforeBytes: log.sizeBytes,
+    sizeAfterBytes: log.sizeBytes,
+    recordsRead: 0,
+    recordsRemoved: 0,
+    batchesRemoved: 0,
+    segmentsCleaned: 0,
+    pendingDeleteHorizonMs: -1,
+    mapFull: false,
+    stopped: false,
+  };
+  stats.mapFull = await buildOffsetMap(input, stats);
+  if (input.shouldStop()) {
+    stats.stopped = true;
+    return stats;
+  }
+  const endOffset = Math.max(input.range.firstDirtyOffset, map.latestOffset + 1);
+  stats.endOffset = endOffset;
+  const toClean = log.cleanableSegments().filter((s) => s.baseOffset < endOffset && s.baseOffset < input.range.firstUncleanableOffset);
+  if (toClean.length === 0) return stats;
+
+  // Recovery must know, before the first swap, that these segments may have gaps from now on.
+  const before = log.cleanerCheckpoint;
+  const gapsBelowOffset = Math.max(before.gapsBelowOffset, toClean[toClean.length - 1]!.endOffset);
+  if (gapsBelowOffset > before.gapsBelowOffset) await log.saveCleanerCheckpoint({ ...before, gapsBelowOffset });
+
+  const tracker = new CleaningTxnTracker(input.aborted);
+  for (const group of groupSegments(toClean, input.maxGroupBytes)) {
+    const baseOffset = group[0]!.baseOffset;
+    const scratch = new Segment(log.dir, baseOffset, nowMs);
+    scratch.resetIndexes();
+    const keptAborted: AbortedTxnRange[] = [];
+    const logPath = cleanedPath(log.dir, baseOffset, "log");
+    const handle = await fs.open(logPath, "w");
+    const writer = new CleanedWriter(handle);
+    try {
+      for (const segment of group) {
+        const walker = new BatchWalker(log, segment);
+        for (;;) {
+          if (input.shouldStop()) {
+            stats.stopped = true;
+            break;
+          }
+          const batch = await walker.next();
+          if (batch === undefined) break;
+          stats.bytesRead += batch.size;
+          await input.throttle(stats.bytesRead);
+          const kept = cleanBatch(input, tracker, batch.bytes, batch.at, batch.size, stats, keptAborted);
+          if (kept === undefined) continue;
+          scratch.indexBatch(baseOffsetAt(kept, 0), writer.position, kept.length, maxTimestampAt(kept, 0), input.indexIntervalBytes);
+          await writer.add(kept);
+        }
+        if (stats.stopped) break;
+      }
+      await writer.flush();
+      if (!stats.stopped) {
+        try {
+          await handle.fsync();
+        } catch (error) {
+          throw new FatalError(`fsync of ${logPath} failed`, { cause: error });
+        }
+      }
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+    if (stats.stopped) {
+      // Nothing was committed: the old segments stay, and recovery or the next pass removes the file.
+      await fs.unlink(logPath).catch(() => undefined);
+      return stats;
+    }
+    const timeIndex = scratch.timeIndex!;
+    scratch.finalizeTimeIndex(timeIndex);
+    const txnIndexBytes = encodeTxnIndexEntries(keptAborted);
+    await Promise.all([
+      writeDurably(fs, cleanedPath(log.dir, baseOffset, "index"), scratch.offsetIndex!.encode()),
+      writeDurably(fs, cleanedPath(log.dir, baseOffset, "timeindex"), timeIndex.encode()),
+      writeDurably(fs, cleanedPath(log.dir, baseOffset, "txnindex"), txnIndexBytes),
+    ]);
+    await log.replaceSegments({
+      replaced: group.map((s) => s.baseOffset),
+      sizeBytes: writer.sizeBytes,
+      offsetIndex: scratch.offsetIndex!,
+      timeIndex,
+      maxTimestampMs: scratch.maxTimestampMs ?? -1,
+      offsetOfMaxTimestamp: scratch.offsetOfMaxTimestamp,
+      txnIndexBytes: txnIndexBytes.length,
+    });
+    input.onSwapped(baseOffset, group[group.length - 1]!.endOffset, keptAborted);
+    stats.bytesWritten += writer.sizeBytes;
+    stats.segmentsCleaned += group.length;
+  }
+  stats.sizeAfterBytes = log.sizeBytes;
+  await log.saveCleanerCheckpoint({ firstDirtyOffset: endOffset, gapsBelowOffset, pendingDeleteHorizonMs: stats.pendingDeleteHorizonMs });
+  return stats;
+}
+
+/**
+ * Decides one batch: undefined when it goes, else the bytes to write (the original batch untouched when
+ * nothing in it changes, a rebuilt batch otherwise).
+ */
+function cleanBatch(
+  input: CleanPassInput,
+  tracker: CleaningTxnTracker,
+  bytes: Uint8Array,
+  at: number,
+  size: number,
+  stats: CleanPassStats,
+  keptAborted: AbortedTxnRange[],
+): Uint8Array | undefined {
+  const { nowMs, map } = input;
+  const header = parseBatchHeader(bytes, at);
+  const spec = batchSpecOf(bytes, at);
+  const lastOffset = header.baseOffset + header.lastOffsetDelta;
+  let canDiscard: boolean;
+  if (header.isControl) {
+    const verdict = tracker.onControlBatch(header.producerId, controlKindOf(bytes, at, header), lastOffset);
+    canDiscard = verdict.discardable;
+    if (verdict.keepInIndex !== undefined) keptAborted.push(verdict.keepInIndex);
+  } else {
+    canDiscard = tracker.onDataBatch(header.producerId, header.isTransactional, lastOffset);
+  }
+  const facts = {
+    producerId: header.producerId,
+    producerEpoch: header.producerEpoch,
+    lastOffset,
+    isControl: header.isControl,
+    deleteHorizonMs: spec.deleteHorizonMs,
+  };
+  const decision = decideBatch(facts, canDiscard, isLastBatchOfProducer(facts, input.producers), nowMs);
+  stats.recordsRead += header.recordsCount;
+  if (decision.retention === "delete") {
+    stats.recordsRemoved += header.recordsCount;
+    stats.batchesRemoved++;
+    return undefined;
+  }
+
+  let records: KafkaRecord[];
+  let kept: KafkaRecord[];
+  if (decision.discardRecords) {
+    records = [];
+    kept = [];
+  } else if (header.isControl) {
+    records = header.recordsCount > 0 ? decodeRecords(bytes, at) : [];
+    kept = records;
+  } else {
+    records = decodeRecords(bytes, at);
+    kept = records.filter((r) => retainRecord(map, { offset: r.offset, key: r.key, hasValue: r.value !== null }, spec.deleteHorizonMs, nowMs));
+  }
+  const removed = header.recordsCount - kept.length;
+  stats.recordsRemoved += removed;
+  if (kept.length === 0 && decision.retention === "delete-empty") {
+    stats.batchesRemoved++;
+    return undefined;
+  }
+  const keepsTombstone = !header.isControl && kept.some((r) => r.value === null);
+  const horizonMs = kept.length === 0 ? -1 : deleteHorizonFor(spec.deleteHorizonMs, keepsTombstone || decision.markerForEmptyTxn, nowMs, input.deleteRetentionMs);
+  if (horizonMs >= 0 && (stats.pendingDeleteHorizonMs < 0 || horizonMs < stats.pendingDeleteHorizonMs)) stats.pendingDeleteHorizonMs = horizonMs;
+  if (removed === 0 && horizonMs === spec.deleteHorizonMs && kept.length === header.recordsCount) {
+    return bytes.slice(at, at + size);
+  }
+  return buildBatch({ ...spec, deleteHorizonMs: horizonMs }, kept);
+}
