@@ -133,8 +133,8 @@ export interface CleanOptions {
   nowMs: number;
   config: CompactionConfig;
   map: OffsetMap;
-  /** Resolves when reading may go on (log.cleaner.io.max.bytes.per.second). */
-  throttle: (bytesRead: number) => Promise<void>;
+  /** Called with the bytes of each batch read; resolves when reading may go on (log.cleaner.io.max.bytes.per.second). */
+  throttle: (bytes: number) => Promise<void>;
   shouldStop: () => boolean;
   /** Clean even when no rule asks for it (tests, an operator's request). */
   force?: boolean;
@@ -496,14 +496,7 @@ export class Partition {
     return this.log.exclusive(async () => {
       const { nowMs, config } = options;
       const range = await this.cleanableRange(nowMs, config);
-      let reason: CleaningReason | "forced" | null = cleaningReason({
-        range,
-        minCleanableDirtyRatio: config.minCleanableDirtyRatio,
-        maxCompactionLagMs: config.maxCompactionLagMs,
-        firstDirtyTimestampMs: await this.firstDirtyTimestamp(range),
-        pendingDeleteHorizonMs: this.log.cleanerCheckpoint.pendingDeleteHorizonMs,
-        nowMs,
-      });
+      let reason: CleaningReason | "forced" | null = await this.cleaningReasonFor(nowMs, config, range);
       if (reason === null && options.force) reason = "forced";
       if (reason === null || this.closeStarted) return { kind: "not-needed", range };
       const producers = new Map<number, ActiveProducer>();
@@ -527,6 +520,22 @@ export class Partition {
         shouldStop: () => this.closeStarted || options.shouldStop(),
       });
       return { kind: "cleaned", reason, range, stats };
+    });
+  }
+
+  /** Whether a pass is due for `range` (see cleaningReason), without running one. */
+  async needsCleaning(nowMs: number, config: CompactionConfig, range: CleanableRange): Promise<boolean> {
+    return (await this.cleaningReasonFor(nowMs, config, range)) !== null;
+  }
+
+  private async cleaningReasonFor(nowMs: number, config: CompactionConfig, range: CleanableRange): Promise<CleaningReason | null> {
+    return cleaningReason({
+      range,
+      minCleanableDirtyRatio: config.minCleanableDirtyRatio,
+      maxCompactionLagMs: config.maxCompactionLagMs,
+      firstDirtyTimestampMs: await this.firstDirtyTimestamp(range),
+      pendingDeleteHorizonMs: this.log.cleanerCheckpoint.pendingDeleteHorizonMs,
+      nowMs,
     });
   }
 

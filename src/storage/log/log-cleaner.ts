@@ -62,8 +62,8 @@ export interface CleanPassInput {
   producers: ReadonlyMap<number, ActiveProducer>;
   /** Every aborted transaction whose marker is at or after the log start, by first offset. */
   aborted: readonly AbortedTxnRange[];
-  /** Called with the bytes read so far in this pass; resolves when reading may go on (I/O throttle). */
-  throttle: (bytesRead: number) => Promise<void>;
+  /** Called with the bytes of each batch read; resolves when reading may go on (I/O throttle). */
+  throttle: (bytes: number) => Promise<void>;
   /**
    * Called (synchronously, right after the swap) with the range of a swapped-in segment and the
    * aborted transactions whose markers it still holds.
@@ -150,7 +150,7 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
       const batch = await walker.next();
       if (batch === undefined) break;
       stats.bytesRead += batch.size;
-      await input.throttle(stats.bytesRead);
+      await input.throttle(batch.size);
       const header = parseBatchHeader(batch.bytes, batch.at);
       const lastOffset = header.baseOffset + header.lastOffsetDelta;
       if (header.isControl) {
@@ -288,7 +288,7 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
           const batch = await walker.next();
           if (batch === undefined) break;
           stats.bytesRead += batch.size;
-          await input.throttle(stats.bytesRead);
+          await input.throttle(batch.size);
           const kept = cleanBatch(input, tracker, batch.bytes, batch.at, batch.size, stats, keptAborted);
           if (kept === undefined) continue;
           scratch.indexBatch(baseOffsetAt(kept, 0), writer.position, kept.length, maxTimestampAt(kept, 0), input.indexIntervalBytes);
