@@ -18,14 +18,19 @@
  * shared by every append that arrived meanwhile). Any other acks is INVALID_REQUIRED_ACKS for every
  * partition. By version: v5+ carries the log start offset, v8+ per-batch record errors and an error
  * message, v10+ tagged leader hints (not sent: the leader never moves away from a live single broker).
- * Deliberately not done: per-record validation (timestamps bounds, keys of compacted topics), quotas.
+ * The records inside the batch are checked as Apache's LogValidator checks them (INVALID_RECORD, with
+ * record errors for keyless records on a compacted topic), and a topic whose compression.type names a
+ * codec stores the batch recompressed in it (protocol/records/produce-validation.ts).
+ * Deliberately not done: timestamp bounds (message.timestamp.before/after.max.ms), quotas.
  */
+import { resolveTopicConfigWithDefaults, type TopicConfig } from "../domain/topic-config.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { ProduceRequest } from "../protocol/generated/produce-request.ts";
 import type {
   ProduceResponseInit,
   ProduceResponse_PartitionProduceResponseInit,
 } from "../protocol/generated/produce-response.ts";
+import { prepareProducedBatch } from "../protocol/records/produce-validation.ts";
 import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
 import { CloseConnection, type Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
@@ -48,6 +53,28 @@ const failure = (index: number, errorCode: number, errorMessage: string | null):
   errorMessage,
 });
 
+/** Whether the topic's cleanup.policy contains compact: its records must all have keys. */
+function isCompacted(config: TopicConfig): boolean {
+  // Read structurally, so that this holds whether the policy is still the one value "delete" or the
+  // { compact, delete } pair it is becoming.
+  const policy: unknown = config.cleanupPolicy;
+  return typeof policy === "object" && policy !== null && (policy as { compact?: unknown }).compact === true;
+}
+
+const CODEC_OF_COMPRESSION_TYPE: Readonly<Record<string, number>> = {
+  uncompressed: CompressionCodec.none,
+  gzip: CompressionCodec.gzip,
+  snappy: CompressionCodec.snappy,
+  lz4: CompressionCodec.lz4,
+  zstd: CompressionCodec.zstd,
+};
+
+/** The codec the topic's compression.type stores batches in, or "producer" to keep the producer's. */
+function targetCodecOf(config: TopicConfig): number | "producer" {
+  const type = (config as { compressionType?: string }).compressionType ?? "producer";
+  return CODEC_OF_COMPRESSION_TYPE[type] ?? "producer";
+}
+
 export function produceHandler(services: BrokerServices): Handler<ProduceRequest, ProduceResponseInit> {
   const { topics, partitions, ownership } = services;
 
@@ -64,15 +91,28 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
     if (ownership.partitionLeader(topicName, index) !== ownership.selfId) {
       return { response: failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.") };
     }
-    const recordSet = records ?? new Uint8Array(0);
-    const validation = validateProduceRecordSet(recordSet, { maxBatchBytes: partitions.maxMessageBytesOf(topic) });
+    const config = resolveTopicConfigWithDefaults(topic.configs, services.config.topicConfigDefaults);
+    const produced = records ?? new Uint8Array(0);
+    const validation = validateProduceRecordSet(produced, { maxBatchBytes: config.maxMessageBytes });
     if (!validation.ok) {
       return { response: failure(index, errorCodeOfProblem(validation.problem), `${validation.problem.kind} in ${topicName}-${index}`) };
     }
-    const batch = validation.batches[0]!;
-    if (batch.compression === CompressionCodec.zstd && apiVersion < 7) {
+    if (validation.batches[0]!.compression === CompressionCodec.zstd && apiVersion < 7) {
       return { response: failure(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later") };
     }
+    // The records themselves (LogValidator's checks), then the batch as it will be stored.
+    const prepared = prepareProducedBatch(produced, validation.batches[0]!, {
+      topicPartition: `${topicName}-${index}`,
+      compacted: isCompacted(config),
+      logAppendTime: config.messageTimestampType === "LogAppendTime",
+      targetCodec: targetCodecOf(config),
+      maxBatchBytes: config.maxMessageBytes,
+    });
+    if (!prepared.ok) {
+      const recordErrors = prepared.recordErrors.map((e) => ({ batchIndex: e.batchIndex, batchIndexErrorMessage: e.message }));
+      return { response: { ...failure(index, prepared.errorCode, prepared.message), recordErrors } };
+    }
+    const { recordSet, batch } = prepared;
     const partition = await partitions.get(topicName, index);
     // Closing: its topic is being deleted; the log would refuse the append.
     if (!partition || partition.closing) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };
