@@ -4,7 +4,9 @@
  * Moves each partition's log start offset to the offset given (-1 means the high watermark), durably
  * before answering; whole segments below it are deleted by retention later. An offset beyond the high
  * watermark is OFFSET_OUT_OF_RANGE; a lower one than the current start changes nothing and answers the
- * current start (the low watermark). Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+ * current start (the low watermark). Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION. A topic whose
+ * cleanup.policy lacks `delete` (compact only) answers POLICY_VIOLATION, as Apache does: its records go
+ * only by compaction.
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DeleteRecordsRequest } from "../protocol/generated/delete-records-request.ts";
@@ -15,11 +17,15 @@ import type { BrokerServices } from "./services.ts";
 const HIGH_WATERMARK = -1;
 
 export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRecordsRequest, DeleteRecordsResponseInit> {
-  const { partitions } = services;
+  const { partitions, topics } = services;
   const answer = async (topic: string, partitionIndex: number, offset: number) => {
     const partition = await partitions.get(topic, partitionIndex);
     // Closing: its topic is being deleted; the log would refuse the change.
     if (!partition || partition.closing) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION };
+    const record = topics.get(topic);
+    if (record !== undefined && !partitions.cleanupPolicyOf(record).delete) {
+      return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.POLICY_VIOLATION };
+    }
     const target = offset === HIGH_WATERMARK ? partition.highWatermark : offset;
     if (target < 0 || target > partition.highWatermark) {
       return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };

@@ -75,6 +75,7 @@ const TOPIC_CONFIG_TYPE_IDS: Record<TopicConfigType, number> = {
   INT: ConfigType.INT,
   STRING: ConfigType.STRING,
   LIST: ConfigType.LIST,
+  DOUBLE: ConfigType.DOUBLE,
 };
 
 /** Errors.INVALID_REQUEST's default message: what Apache sends when it rejects the whole request. */
@@ -85,8 +86,13 @@ const INVALID_REQUEST_DEFAULT_MESSAGE =
 /** Short descriptions of what each honoured topic config does in bunka. */
 const TOPIC_CONFIG_DOCS: Record<TopicConfigName, string> = {
   "cleanup.policy":
-    "The retention policy of old log segments. bunka supports only \"delete\": segments beyond the " +
-    "retention time or size are deleted; log compaction is not implemented.",
+    "The retention policy of old log segments: \"delete\" deletes segments beyond the retention time or " +
+    "size, \"compact\" keeps the latest record of every key (log compaction); both may be given.",
+  "delete.retention.ms":
+    "How long tombstones and the markers of emptied transactions stay in a compacted log after the cleaner first keeps them.",
+  "max.compaction.lag.ms": "The longest time a record stays ineligible for compaction once written.",
+  "min.cleanable.dirty.ratio": "The ratio of uncleaned bytes to all cleanable bytes at which the log cleaner cleans a compacted log.",
+  "min.compaction.lag.ms": "The shortest time a record stays uncompacted once written.",
   "max.message.bytes": "The largest record batch size, in bytes, that the topic accepts.",
   "message.timestamp.type":
     "Whether record timestamps are the producer's (CreateTime) or set by the broker when appended " +

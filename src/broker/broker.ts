@@ -54,6 +54,7 @@ import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
 import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
+import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
 import { TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
@@ -68,6 +69,8 @@ export interface BrokerDeps {
   txnObserver?: TxnObserver;
   /** Background maintenance (retention, snapshots); tests may shorten or disable it. */
   maintenance?: PartitionManagerOptions | false;
+  /** false: the log cleaner runs only when a test calls `services.cleaner.runRound()`. */
+  cleaner?: false;
   /** Group coordinator settings beyond BrokerConfig (tests shorten session timeouts, turn off the sweep). */
   groups?: GroupCoordinatorOptions;
   /** Transaction coordinator settings beyond BrokerConfig (tests turn off its timers, shorten intervals). */
@@ -103,6 +106,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const partitions = new PartitionManager(fs, clock, log, config, topics);
   await partitions.openAll(deps.onRecoveryProgress);
   if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
+  const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config));
+  if (deps.cleaner !== false) cleaner.start();
   const ownership = new SingleBrokerOwnership(
     config.brokerId,
     config.advertisedHost ?? config.listenHost,
@@ -161,6 +166,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     topics,
     brokerConfigs,
     partitions,
+    cleaner,
     producerIds,
     groups,
     txn,
@@ -221,6 +227,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       await txn.close();
       await fenceLog.close();
       await groups.close();
+      await cleaner.stop();
       await partitions.close();
     },
   };

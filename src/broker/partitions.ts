@@ -262,16 +262,24 @@ export class PartitionManager {
 
   private logConfigOf(topic: TopicRecord): { logConfig: LogConfig; timestampType: TimestampType } {
     const resolved = resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults);
+    // Without `delete` in cleanup.policy nothing is deleted by age or size (Apache's LogConfig.delete):
+    // a compacted topic keeps the latest record of every key for as long as it exists.
+    const deletes = resolved.cleanupPolicy.delete;
     return {
       logConfig: {
         segmentBytes: resolved.segmentBytes,
         segmentMs: resolved.segmentMs,
-        retentionMs: resolved.retentionMs,
-        retentionBytes: resolved.retentionBytes,
+        retentionMs: deletes ? resolved.retentionMs : -1,
+        retentionBytes: deletes ? resolved.retentionBytes : -1,
         indexIntervalBytes: DEFAULT_LOG_CONFIG.indexIntervalBytes,
       },
       timestampType: resolved.messageTimestampType === "LogAppendTime" ? "log-append-time" : "create-time",
     };
+  }
+
+  /** The topic's cleanup.policy: `compact`, `delete`, or both. */
+  cleanupPolicyOf(topic: TopicRecord): { compact: boolean; delete: boolean } {
+    return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).cleanupPolicy;
   }
 
   /** The resolved max.message.bytes of a topic (Produce checks each batch against it). */

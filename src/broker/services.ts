@@ -11,6 +11,7 @@ import type { ProducerIdStore } from "../storage/producer-id-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
+import type { LogCleanerService } from "./log-cleaner-service.ts";
 import type { PartitionManager } from "./partitions.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
 
@@ -26,6 +27,8 @@ export interface BrokerServices {
   brokerConfigs: BrokerConfigStore;
   /** The partitions this broker leads: logs and producer state. */
   partitions: PartitionManager;
+  /** The log cleaner of cleanup.policy=compact topics. */
+  cleaner: LogCleanerService;
   /** Cluster-unique producer ids (InitProducerId). */
   producerIds: ProducerIdStore;
   /** Consumer groups and their committed offsets (the classic group protocol). */

@@ -12,7 +12,7 @@
  * nothing is worse than an error, especially for durability-related ones.
  */
 
-export type TopicConfigType = "LONG" | "INT" | "STRING" | "LIST";
+export type TopicConfigType = "LONG" | "INT" | "STRING" | "LIST" | "DOUBLE";
 
 interface ConfigSpec {
   type: TopicConfigType;
@@ -43,6 +43,18 @@ function parseInteger(value: string): bigint | undefined {
 }
 
 const TIMESTAMP_TYPES = ["CreateTime", "LogAppendTime"] as const;
+const CLEANUP_POLICIES = ["compact", "delete"] as const;
+
+/** Java's Double.parseDouble for the plain decimal forms a config value takes. */
+function doubleBetween(min: number, max: number): (value: string) => string | null {
+  return (value) => {
+    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value)) return "Not a number of type DOUBLE";
+    const parsed = Number(value);
+    if (parsed < min) return `Value must be at least ${min}`;
+    if (parsed > max) return `Value must be no more than ${max}`;
+    return null;
+  };
+}
 
 const SPECS = {
   "cleanup.policy": {
@@ -50,13 +62,15 @@ const SPECS = {
     defaultValue: "delete",
     check: (value: string) => {
       const items = value.split(",").map((item) => item.trim());
-      if (items.includes("compact")) {
-        return "bunka does not implement log compaction; only cleanup.policy=delete is supported";
-      }
-      if (items.some((item) => item !== "delete")) return "String must be one of: delete";
+      const bad = items.find((item) => !(CLEANUP_POLICIES as readonly string[]).includes(item));
+      if (bad !== undefined) return `String must be one of: ${CLEANUP_POLICIES.join(", ")}`;
       return null;
     },
   },
+  "delete.retention.ms": { type: "LONG", defaultValue: "86400000", check: integer("LONG", 0n) },
+  "max.compaction.lag.ms": { type: "LONG", defaultValue: "9223372036854775807", check: integer("LONG", 1n) },
+  "min.cleanable.dirty.ratio": { type: "DOUBLE", defaultValue: "0.5", check: doubleBetween(0, 1) },
+  "min.compaction.lag.ms": { type: "LONG", defaultValue: "0", check: integer("LONG", 0n) },
   "max.message.bytes": { type: "INT", defaultValue: "1048588", check: integer("INT", 0n) },
   "message.timestamp.type": {
     type: "STRING",
@@ -89,7 +103,6 @@ const APACHE_ONLY_CONFIGS: ReadonlySet<string> = new Set([
   "compression.lz4.level",
   "compression.type",
   "compression.zstd.level",
-  "delete.retention.ms",
   "file.delete.delay.ms",
   "flush.messages",
   "flush.ms",
@@ -98,14 +111,11 @@ const APACHE_ONLY_CONFIGS: ReadonlySet<string> = new Set([
   "leader.replication.throttled.replicas",
   "local.retention.bytes",
   "local.retention.ms",
-  "max.compaction.lag.ms",
   "message.downconversion.enable",
   "message.format.version",
   "message.timestamp.after.max.ms",
   "message.timestamp.before.max.ms",
   "message.timestamp.difference.max.ms",
-  "min.cleanable.dirty.ratio",
-  "min.compaction.lag.ms",
   "min.insync.replicas",
   "preallocate",
   "remote.log.copy.disable",
@@ -161,7 +171,11 @@ export interface TopicConfig {
   retentionBytes: number;
   segmentBytes: number;
   segmentMs: number;
-  cleanupPolicy: "delete";
+  cleanupPolicy: { compact: boolean; delete: boolean };
+  minCleanableDirtyRatio: number;
+  minCompactionLagMs: number;
+  maxCompactionLagMs: number;
+  deleteRetentionMs: number;
   maxMessageBytes: number;
   messageTimestampType: "CreateTime" | "LogAppendTime";
 }
@@ -180,7 +194,14 @@ export function resolveTopicConfig(configs: Readonly<Record<string, string>>): T
     retentionBytes: Number(value("retention.bytes")),
     segmentBytes: Number(value("segment.bytes")),
     segmentMs: Number(value("segment.ms")),
-    cleanupPolicy: "delete",
+    cleanupPolicy: {
+      compact: value("cleanup.policy").split(",").some((item) => item.trim() === "compact"),
+      delete: value("cleanup.policy").split(",").some((item) => item.trim() === "delete"),
+    },
+    minCleanableDirtyRatio: Number(value("min.cleanable.dirty.ratio")),
+    minCompactionLagMs: Number(value("min.compaction.lag.ms")),
+    maxCompactionLagMs: Number(value("max.compaction.lag.ms")),
+    deleteRetentionMs: Number(value("delete.retention.ms")),
     maxMessageBytes: Number(value("max.message.bytes")),
     messageTimestampType: value("message.timestamp.type") === "LogAppendTime" ? "LogAppendTime" : "CreateTime",
   };
@@ -215,6 +236,10 @@ export function describeTopicConfigs(configs: Readonly<Record<string, string>>):
  */
 export const BROKER_CONFIG_FOR_TOPIC_CONFIG: Readonly<Record<TopicConfigName, string>> = Object.freeze({
   "cleanup.policy": "log.cleanup.policy",
+  "delete.retention.ms": "log.cleaner.delete.retention.ms",
+  "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+  "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+  "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
   "max.message.bytes": "message.max.bytes",
   "message.timestamp.type": "log.message.timestamp.type",
   "retention.bytes": "log.retention.bytes",

@@ -26,6 +26,7 @@
  */
 import { relative } from "node:path";
 import type { Broker } from "../broker/broker.ts";
+import type { PartitionCleanerStats } from "../broker/log-cleaner-service.ts";
 import type { PendingTxnMarkers } from "../broker/txn-coordinator.ts";
 import { slotOf } from "../cluster/ownership.ts";
 import { GROUP_STATES } from "../domain/groups/classic-group.ts";
@@ -46,6 +47,7 @@ import {
   type MarkerQueryPort,
   type MarkerQueueView,
   type MarkerView,
+  type PartitionCleanerView,
   type PartitionView,
   type ProducersLookup,
   type ProducersQuery,
@@ -251,6 +253,27 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     for (const [name, help, read] of perPartition) {
       out.family(name, "gauge", help);
       for (const p of open) out.sample(name, { topic: p.topic, partition: p.partition }, read(p));
+    }
+
+    // The log cleaner, per partition it has looked at (cleanup.policy=compact topics).
+    const cleanerStats = services.cleaner.partitionStats().sort((a, b) =>
+      a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition,
+    );
+    const perCleaned: Array<[string, "counter" | "gauge", string, (s: PartitionCleanerStats) => number]> = [
+      ["bunka_log_cleaner_dirty_ratio", "gauge", "Dirty bytes over clean plus dirty bytes of the cleanable part of the log, at the cleaner's last look.", (c) => c.dirtyRatio],
+      ["bunka_log_cleaner_dirty_bytes", "gauge", "Bytes of the cleanable part of the log not cleaned yet.", (c) => c.dirtyBytes],
+      ["bunka_log_cleaner_cleaned_up_to_offset", "gauge", "Offsets below this are clean (the cleaner checkpoint; -1 before the first pass).", (c) => c.cleanedUpToOffset],
+      ["bunka_log_cleaner_passes_total", "counter", "Cleaning passes run.", (c) => c.passes],
+      ["bunka_log_cleaner_read_bytes_total", "counter", "Bytes the cleaner read (mapping and copying).", (c) => c.bytesRead],
+      ["bunka_log_cleaner_written_bytes_total", "counter", "Bytes the cleaner wrote into cleaned segments.", (c) => c.bytesWritten],
+      ["bunka_log_cleaner_reclaimed_bytes_total", "counter", "Bytes by which cleaning shrank the log.", (c) => c.bytesReclaimed],
+      ["bunka_log_cleaner_removed_records_total", "counter", "Records removed by cleaning (superseded, tombstones past their horizon, aborted).", (c) => c.recordsRemoved],
+      ["bunka_log_cleaner_last_pass_duration_seconds", "gauge", "How long the last pass took.", (c) => c.lastPassDurationMs / 1000],
+      ["bunka_log_cleaner_last_pass_failed", "gauge", "1 when the last pass failed (the partition is skipped until the next round).", (c) => (c.lastError === undefined ? 0 : 1)],
+    ];
+    for (const [name, type, help, read] of perCleaned) {
+      out.family(name, type, help);
+      for (const c of cleanerStats) out.sample(name, { topic: c.topic, partition: c.partition }, read(c));
     }
 
     // Transactions: one pass over the coordinator's entries (owned slots) for the counts and the warnings.
@@ -539,6 +562,7 @@ export class BrokerQueryPorts implements HttpQueryPorts {
         openTransactionCount: null,
         lsoLag: null,
         failure: null,
+        cleaner: null,
       };
     }
     const log = open.log;
@@ -558,6 +582,25 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       openTransactionCount: open.openTransactionCount,
       lsoLag: open.highWatermark - lastStableOffset,
       failure: log.failed ? log.failed.message : null,
+      cleaner: this.cleanerView(open),
+    };
+  }
+
+  private cleanerView(partition: Partition): PartitionCleanerView | null {
+    const cleaner = this.opts.broker.services.cleaner;
+    if (cleaner.compactionConfigOf(partition.topic) === undefined) return null;
+    const stats = cleaner.statsOf(partition.topic, partition.partition);
+    return {
+      cleanedUpToOffset: partition.log.cleanerCheckpoint.firstDirtyOffset,
+      dirtyRatio: stats?.dirtyRatio ?? 0,
+      dirtyBytes: stats?.dirtyBytes ?? 0,
+      passes: stats?.passes ?? 0,
+      bytesRead: stats?.bytesRead ?? 0,
+      bytesReclaimed: stats?.bytesReclaimed ?? 0,
+      recordsRemoved: stats?.recordsRemoved ?? 0,
+      lastPassMs: stats !== undefined && stats.lastPassMs >= 0 ? stats.lastPassMs : null,
+      lastPassDurationMs: stats !== undefined && stats.lastPassMs >= 0 ? stats.lastPassDurationMs : null,
+      lastError: stats?.lastError ?? null,
     };
   }
 

@@ -83,6 +83,25 @@ export interface PartitionView {
   lsoLag: number | null;
   /** The fatal error that stopped this partition's log, or null. */
   failure: string | null;
+  /** The log cleaner's view, for a partition of a cleanup.policy=compact topic (null otherwise). */
+  cleaner: PartitionCleanerView | null;
+}
+
+export interface PartitionCleanerView {
+  /** Offsets below this are clean (-1 before the first pass). */
+  cleanedUpToOffset: number;
+  /** Dirty bytes / (clean + dirty bytes) of the cleanable part of the log, at the cleaner's last look. */
+  dirtyRatio: number;
+  dirtyBytes: number;
+  passes: number;
+  bytesRead: number;
+  bytesReclaimed: number;
+  recordsRemoved: number;
+  /** When the last pass ended (epoch ms), null before the first one. */
+  lastPassMs: number | null;
+  lastPassDurationMs: number | null;
+  /** Why the last pass failed, null when it did not. */
+  lastError: string | null;
 }
 
 export interface TopicDetailView extends TopicSummaryView {

@@ -125,6 +125,7 @@ const ordersTopic: TopicDetailView = {
       openTransactionCount: 1,
       lsoLag: 3,
       failure: null,
+      cleaner: null,
     },
     {
       partition: 1,
@@ -141,6 +142,7 @@ const ordersTopic: TopicDetailView = {
       openTransactionCount: null,
       lsoLag: null,
       failure: null,
+      cleaner: null,
     },
   ],
 };

@@ -14,8 +14,12 @@ describe("topic config defaults", () => {
   test("are Apache Kafka's", () => {
     expect(TOPIC_CONFIG_DEFAULTS).toEqual({
       "cleanup.policy": "delete",
+      "delete.retention.ms": "86400000",
+      "max.compaction.lag.ms": "9223372036854775807",
       "max.message.bytes": "1048588",
       "message.timestamp.type": "CreateTime",
+      "min.cleanable.dirty.ratio": "0.5",
+      "min.compaction.lag.ms": "0",
       "retention.bytes": "-1",
       "retention.ms": "604800000",
       "segment.bytes": "1073741824",
@@ -69,12 +73,17 @@ describe("topicConfigProblem", () => {
     expect(reason("max.message.bytes", "1e6")).toContain("Not a number of type INT");
   });
 
-  test("refuses compaction with a reason, and any other cleanup policy", () => {
-    const compact = topicConfigProblem("cleanup.policy", "compact");
-    expect(compact?.kind).toBe("invalid");
-    expect(compact?.reason).toContain("log compaction");
-    expect(reason("cleanup.policy", "compact,delete")).toContain("log compaction");
-    expect(reason("cleanup.policy", "shred")).toContain("String must be one of: delete");
+  test("accepts compact, delete and both, and refuses any other cleanup policy", () => {
+    for (const value of ["compact", "delete", "compact,delete", "delete, compact"]) expect(reason("cleanup.policy", value)).toBeNull();
+    expect(reason("cleanup.policy", "shred")).toBe("Invalid value shred for configuration cleanup.policy: String must be one of: compact, delete");
+  });
+
+  test("checks the compaction configs with Apache's bounds", () => {
+    expect(reason("min.cleanable.dirty.ratio", "0.01")).toBeNull();
+    expect(reason("min.cleanable.dirty.ratio", "1.5")).toContain("Value must be no more than 1");
+    expect(reason("min.cleanable.dirty.ratio", "half")).toContain("Not a number of type DOUBLE");
+    expect(reason("max.compaction.lag.ms", "0")).toContain("Value must be at least 1");
+    expect(reason("delete.retention.ms", "-1")).toContain("Value must be at least 0");
   });
 
   test("refuses unknown timestamp types (case-sensitive, as Apache)", () => {
@@ -110,7 +119,11 @@ describe("resolveTopicConfig", () => {
       retentionBytes: -1,
       segmentBytes: 1073741824,
       segmentMs: 604800000,
-      cleanupPolicy: "delete",
+      cleanupPolicy: { compact: false, delete: true },
+      minCleanableDirtyRatio: 0.5,
+      minCompactionLagMs: 0,
+      maxCompactionLagMs: 9223372036854775807,
+      deleteRetentionMs: 86400000,
       maxMessageBytes: 1048588,
       messageTimestampType: "LogAppendTime",
     });

@@ -57,6 +57,7 @@ const orders: TopicDetailView = {
       openTransactionCount: 0,
       lsoLag: 0,
       failure: null,
+      cleaner: null,
     },
     {
       partition: 1,
@@ -73,6 +74,7 @@ const orders: TopicDetailView = {
       openTransactionCount: null,
       lsoLag: null,
       failure: null,
+      cleaner: null,
     },
   ],
 };

@@ -174,7 +174,7 @@ describe("TopicStore refusals are data, not exceptions", () => {
 
   test("invalid configs, on create and on setConfigs", async () => {
     const store = await harness().open();
-    const change = await store.create({ name: "t", partitions: 1, configs: { "cleanup.policy": "compact" } });
+    const change = await store.create({ name: "t", partitions: 1, configs: { "cleanup.policy": "shred" } });
     expect(change.ok ? undefined : change.error).toBe("INVALID_CONFIG");
     expect(store.get("t")).toBeUndefined();
     ok(await store.create({ name: "t", partitions: 1 }));

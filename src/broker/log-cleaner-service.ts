@@ -1,0 +1,300 @@
+/**
+ * The log cleaner of the broker (Apache's LogCleaner and LogCleanerManager): background workers that
+ * pick the partition of a `cleanup.policy=compact` topic that most needs cleaning and run one pass over
+ * it (Partition.clean, storage/log/log-cleaner.ts), then the next, until none needs one; then they
+ * wait `log.cleaner.backoff.ms`.
+ *
+ * - log.cleaner.threads workers run at once, never two on one partition; each has its own offset map,
+ *   log.cleaner.dedupe.buffer.size / threads bytes at most (allocated as it fills, released after a pass).
+ *   A worker is an async loop on the event loop: the pass's file reads and writes leave the loop free,
+ *   and its CPU work comes in batch-sized pieces between them.
+ * - log.cleaner.io.max.bytes.per.second bounds the bytes all workers read together.
+ * - A pass that fails with anything but a FatalError is logged and the partition is left alone until
+ *   the next round (Apache marks such a partition uncleanable); a FatalError stops the broker, as every
+ *   failed write does.
+ * - What each partition's passes did is kept for /metrics, /v1/topics and the dashboard.
+ */
+import { OffsetMap } from "../domain/compaction/offset-map.ts";
+import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
+import { FatalError } from "../errors/errors.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { Logger } from "../platform/logger.ts";
+import { DEFAULT_LOG_CONFIG } from "../storage/log/partition-log.ts";
+import type { CompactionConfig, Partition } from "../storage/partition.ts";
+import type { TopicStore } from "../storage/topic-store.ts";
+import type { BrokerConfig } from "./config.ts";
+import type { PartitionManager } from "./partitions.ts";
+
+/** The broker settings the cleaner reads (log.cleaner.*), read again before every round. */
+export interface CleanerSettings {
+  enabled: boolean;
+  threads: number;
+  ioMaxBytesPerSecond: number;
+  dedupeBufferSizeBytes: number;
+  ioBufferLoadFactor: number;
+  backoffMs: number;
+}
+
+/** Apache Kafka's defaults for the log.cleaner.* broker settings. */
+export const DEFAULT_CLEANER_SETTINGS: Readonly<CleanerSettings> = Object.freeze({
+  enabled: true,
+  threads: 1,
+  ioMaxBytesPerSecond: Number.MAX_VALUE,
+  dedupeBufferSizeBytes: 128 * 1024 * 1024,
+  ioBufferLoadFactor: 0.9,
+  backoffMs: 15_000,
+});
+
+/** The cleaner settings in force: the broker's configured log.cleaner.* values over Apache's defaults. */
+export function cleanerSettingsOf(_config: BrokerConfig): CleanerSettings {
+  return { ...DEFAULT_CLEANER_SETTINGS };
+}
+
+/** What the cleaner knows about one partition, for metrics and introspection. */
+export interface PartitionCleanerStats {
+  topic: string;
+  partition: number;
+  passes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  /** Bytes the log shrank by, over all passes. */
+  bytesReclaimed: number;
+  recordsRemoved: number;
+  /** The dirty ratio at the last look (before a pass, or when no pass was needed). */
+  dirtyRatio: number;
+  dirtyBytes: number;
+  /** Offsets below this are clean (the cleaner checkpoint). */
+  cleanedUpToOffset: number;
+  lastPassMs: number;
+  lastPassDurationMs: number;
+  lastError: string | undefined;
+}
+
+export class LogCleanerService {
+  private readonly stats = new Map<string, PartitionCleanerStats>();
+  private readonly busy = new Set<string>();
+  /** Partitions whose last pass failed, left alone until the next round. */
+  private readonly failed = new Set<string>();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private round: Promise<void> | undefined;
+  private stopped = false;
+  /** Bytes read by every worker since `throttleStartMs` (the I/O throttle's window). */
+  private throttledBytes = 0;
+  private throttleStartMs = 0;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly config: BrokerConfig,
+    private readonly topics: TopicStore,
+    private readonly partitions: PartitionManager,
+    private readonly settings: () => CleanerSettings,
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  ) {}
+
+  /** Starts the rounds (the first one at once). */
+  start(): void {
+    if (this.stopped || this.timer !== undefined) return;
+    this.schedule(0);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.round ??= this.runRound()
+        .then(() => undefined)
+        .catch((error: unknown) => {
+          if (error instanceof FatalError) throw error;
+          this.log.error("log cleaner round failed", { error: String(error) });
+        })
+        .finally(() => {
+          this.round = undefined;
+          this.schedule(this.settings().backoffMs);
+        });
+    }, delayMs);
+    this.timer.unref?.();
+  }
+
+  /** Stops starting passes and waits for the running ones (each stops between two batches). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.round?.catch(() => undefined);
+  }
+
+  /** The stats of every partition the cleaner has looked at, by `<topic>-<partition>`. */
+  partitionStats(): PartitionCleanerStats[] {
+    return [...this.stats.values()];
+  }
+
+  statsOf(topic: string, partition: number): PartitionCleanerStats | undefined {
+    return this.stats.get(`${topic}-${partition}`);
+  }
+
+  /**
+   * One round: workers clean partitions until none needs it. Returns how many passes ran. Tests and the
+   * timer call it; with `force` every compacted partition is cleaned once even if no rule asks.
+   */
+  async runRound(options: { force?: boolean } = {}): Promise<number> {
+    const settings = this.settings();
+    if (!settings.enabled) return 0;
+    this.failed.clear();
+    const threads = Math.max(1, settings.threads);
+    const mapBytes = Math.floor(settings.dedupeBufferSizeBytes / threads);
+    let passes = 0;
+    const forced = new Set<string>();
+    const worker = async (): Promise<void> => {
+      let map: OffsetMap | undefined;
+      for (;;) {
+        if (this.stopped) return;
+        const next = await this.pickNext(options.force === true ? forced : undefined);
+        if (next === undefined) return;
+        const key = `${next.partition.topic}-${next.partition.partition}`;
+        this.busy.add(key);
+        try {
+          map ??= new OffsetMap(mapBytes, settings.ioBufferLoadFactor);
+          if (await this.cleanOne(next.partition, next.config, map, options.force === true)) passes++;
+        } finally {
+          this.busy.delete(key);
+          // Give the map's memory back between passes; the next pass grows its own from small.
+          map?.clear();
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: threads }, () => worker()));
+    return passes;
+  }
+
+  /** The compacted partition with the highest dirty ratio that needs a pass (any, once, with `forced`). */
+  private async pickNext(forced: Set<string> | undefined): Promise<{ partition: Partition; config: CompactionConfig } | undefined> {
+    let best: { partition: Partition; config: CompactionConfig; ratio: number } | undefined;
+    const nowMs = this.clock.nowMs();
+    for (const partition of await this.partitions.openPartitions()) {
+      const key = `${partition.topic}-${partition.partition}`;
+      if (partition.closing || partition.log.failed || this.busy.has(key) || this.failed.has(key) || forced?.has(key)) continue;
+      const config = this.compactionConfigOf(partition.topic);
+      if (config === undefined) continue;
+      const range = await partition.cleanableRange(nowMs, config);
+      const stats = this.statsFor(partition);
+      stats.dirtyRatio = range.dirtyRatio;
+      stats.dirtyBytes = range.dirtyBytes;
+      if (forced === undefined && !(await partition.needsCleaning(nowMs, config, range))) continue;
+      if (best === undefined || range.dirtyRatio > best.ratio) best = { partition, config, ratio: range.dirtyRatio };
+    }
+    if (best !== undefined) forced?.add(`${best.partition.topic}-${best.partition.partition}`);
+    return best;
+  }
+
+  /** The topic's compaction settings, or undefined when its cleanup.policy has no `compact`. */
+  compactionConfigOf(topicName: string): CompactionConfig | undefined {
+    const topic = this.topics.get(topicName);
+    if (topic === undefined) return undefined;
+    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults);
+    if (!resolved.cleanupPolicy.compact) return undefined;
+    return {
+      minCleanableDirtyRatio: resolved.minCleanableDirtyRatio,
+      minCompactionLagMs: resolved.minCompactionLagMs,
+      maxCompactionLagMs: resolved.maxCompactionLagMs,
+      deleteRetentionMs: resolved.deleteRetentionMs,
+      segmentBytes: resolved.segmentBytes,
+      indexIntervalBytes: DEFAULT_LOG_CONFIG.indexIntervalBytes,
+    };
+  }
+
+  private statsFor(partition: Partition): PartitionCleanerStats {
+    const key = `${partition.topic}-${partition.partition}`;
+    let stats = this.stats.get(key);
+    if (stats === undefined) {
+      stats = {
+        topic: partition.topic,
+        partition: partition.partition,
+        passes: 0,
+        bytesRead: 0,
+        bytesWritten: 0,
+        bytesReclaimed: 0,
+        recordsRemoved: 0,
+        dirtyRatio: 0,
+        dirtyBytes: 0,
+        cleanedUpToOffset: partition.log.cleanerCheckpoint.firstDirtyOffset,
+        lastPassMs: -1,
+        lastPassDurationMs: 0,
+        lastError: undefined,
+      };
+      this.stats.set(key, stats);
+    }
+    return stats;
+  }
+
+  /** One pass over one partition; true when it ran. */
+  private async cleanOne(partition: Partition, config: CompactionConfig, map: OffsetMap, force: boolean): Promise<boolean> {
+    const stats = this.statsFor(partition);
+    const startedMs = this.clock.monotonicMs();
+    try {
+      const outcome = await partition.clean({
+        nowMs: this.clock.nowMs(),
+        config,
+        map,
+        throttle: (bytes) => this.throttle(bytes),
+        shouldStop: () => this.stopped,
+        force,
+      });
+      stats.dirtyRatio = outcome.range.dirtyRatio;
+      stats.dirtyBytes = outcome.range.dirtyBytes;
+      if (outcome.kind !== "cleaned") return false;
+      const pass = outcome.stats;
+      stats.passes++;
+      stats.bytesRead += pass.bytesRead;
+      stats.bytesWritten += pass.bytesWritten;
+      stats.bytesReclaimed += Math.max(0, pass.sizeBeforeBytes - pass.sizeAfterBytes);
+      stats.recordsRemoved += pass.recordsRemoved;
+      stats.cleanedUpToOffset = partition.log.cleanerCheckpoint.firstDirtyOffset;
+      stats.lastPassMs = this.clock.nowMs();
+      stats.lastPassDurationMs = this.clock.monotonicMs() - startedMs;
+      stats.lastError = undefined;
+      const after = await partition.cleanableRange(this.clock.nowMs(), config);
+      stats.dirtyRatio = after.dirtyRatio;
+      stats.dirtyBytes = after.dirtyBytes;
+      this.log.info("log cleaner pass", {
+        partition: `${partition.topic}-${partition.partition}`,
+        reason: outcome.reason,
+        segments: pass.segmentsCleaned,
+        bytesRead: pass.bytesRead,
+        sizeBeforeBytes: pass.sizeBeforeBytes,
+        sizeAfterBytes: pass.sizeAfterBytes,
+        recordsRemoved: pass.recordsRemoved,
+        cleanedUpToOffset: pass.endOffset,
+        durationMs: stats.lastPassDurationMs,
+        ...(pass.mapFull ? { offsetMapFull: true } : {}),
+      });
+      return true;
+    } catch (error) {
+      if (error instanceof FatalError) throw error;
+      stats.lastError = error instanceof Error ? error.message : String(error);
+      this.failed.add(`${partition.topic}-${partition.partition}`);
+      if (!partition.closing) {
+        this.log.error("log cleaner pass failed; the partition is skipped until the next round", {
+          partition: `${partition.topic}-${partition.partition}`,
+          error: stats.lastError,
+        });
+      }
+      return false;
+    }
+  }
+
+  /** Holds a worker back while all workers together read faster than log.cleaner.io.max.bytes.per.second. */
+  private async throttle(bytes: number): Promise<void> {
+    const limit = this.settings().ioMaxBytesPerSecond;
+    if (!Number.isFinite(limit) || limit <= 0) return;
+    const nowMs = this.clock.monotonicMs();
+    // The window restarts every few seconds so that an idle spell does not bank a burst.
+    if (nowMs - this.throttleStartMs > 5000) {
+      this.throttleStartMs = nowMs;
+      this.throttledBytes = 0;
+    }
+    this.throttledBytes += bytes;
+    const aheadMs = (this.throttledBytes / limit) * 1000 - (nowMs - this.throttleStartMs);
+    if (aheadMs > 1) await this.sleep(aheadMs);
+  }
+}
