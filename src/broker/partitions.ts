@@ -114,6 +114,17 @@ export class PartitionManager {
   /** Says what crash recovery did to a partition's log, when it did anything beyond a clean open. */
   private reportRecovery(partition: Partition): void {
     const report = partition.log.recoveryReport;
+    if (report.completedSwap !== undefined || report.removedCleanedFiles.length > 0) {
+      // A kill during a cleaning pass: either its swap had committed (and is now complete) or it had not
+      // (and its half-written files are gone); either way the log holds one whole version of its segments.
+      this.log.warn("recovered an interrupted log cleaner pass", {
+        partition: `${partition.topic}-${partition.partition}`,
+        ...(report.completedSwap === undefined
+          ? {}
+          : { completedSwapOfSegment: report.completedSwap.baseOffset, replacedSegments: report.completedSwap.replaced.length }),
+        ...(report.removedCleanedFiles.length === 0 ? {} : { removedUncommittedFiles: report.removedCleanedFiles.length }),
+      });
+    }
     if (report.cleanShutdown && !report.truncated && report.rebuiltIndexes.length === 0) return;
     const fields: Record<string, unknown> = {
       partition: `${partition.topic}-${partition.partition}`,
