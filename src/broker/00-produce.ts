@@ -53,14 +53,6 @@ const failure = (index: number, errorCode: number, errorMessage: string | null):
   errorMessage,
 });
 
-/** Whether the topic's cleanup.policy contains compact: its records must all have keys. */
-function isCompacted(config: TopicConfig): boolean {
-  // Read structurally, so that this holds whether the policy is still the one value "delete" or the
-  // { compact, delete } pair it is becoming.
-  const policy: unknown = config.cleanupPolicy;
-  return typeof policy === "object" && policy !== null && (policy as { compact?: unknown }).compact === true;
-}
-
 const CODEC_OF_COMPRESSION_TYPE: Readonly<Record<string, number>> = {
   uncompressed: CompressionCodec.none,
   gzip: CompressionCodec.gzip,
@@ -103,7 +95,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
     // The records themselves (LogValidator's checks), then the batch as it will be stored.
     const prepared = prepareProducedBatch(produced, validation.batches[0]!, {
       topicPartition: `${topicName}-${index}`,
-      compacted: isCompacted(config),
+      compacted: config.cleanupPolicy.compact,
       logAppendTime: config.messageTimestampType === "LogAppendTime",
       targetCodec: targetCodecOf(config),
       maxBatchBytes: config.maxMessageBytes,
