@@ -48,6 +48,17 @@ function clusterSection(cluster: ClusterView, readiness: Readiness): string {
 </section>`;
 }
 
+/** The log cleaner's progress on a compacted partition: dirty ratio, clean prefix, what it reclaimed. */
+function compactionCell(p: PartitionView): string {
+  const c = p.cleaner;
+  if (c === null) return "–";
+  const clean = c.cleanedUpToOffset < 0 ? "not cleaned yet" : `clean below ${escapeHtml(c.cleanedUpToOffset)}`;
+  const dirty = `${escapeHtml(Math.round(c.dirtyRatio * 100))}% dirty`;
+  const reclaimed = c.passes > 0 ? `, ${escapeHtml(c.passes)} passes reclaimed ${escapeHtml(formatBytes(c.bytesReclaimed))}` : "";
+  const failed = c.lastError !== null ? `, <span class="lagging">last pass failed: ${escapeHtml(c.lastError)}</span>` : "";
+  return `${dirty}, ${clean}${reclaimed}${failed}`;
+}
+
 function partitionRow(topic: string, p: PartitionView): string {
   const attrs = `data-topic="${escapeHtml(topic)}" data-partition="${escapeHtml(p.partition)}"`;
   const state = p.failure !== null ? `failed: ${escapeHtml(p.failure)}` : p.open ? "open" : "not opened yet";
@@ -58,6 +69,7 @@ function partitionRow(topic: string, p: PartitionView): string {
 <td class="lso-lag${p.lsoLag !== null && p.lsoLag > 0 ? " lagging" : ""}">${dash(p.lsoLag)}</td><td class="open-transactions">${dash(p.openTransactionCount)}</td>
 <td class="segments">${dash(p.segmentCount)}</td><td class="size">${p.sizeBytes === null ? "–" : escapeHtml(formatBytes(p.sizeBytes))}</td>
 <td class="producers">${p.producerCount === null ? "–" : `<a href="/v1/producers/${encodeURIComponent(topic)}/${p.partition}">${escapeHtml(p.producerCount)}</a>`}</td>
+<td class="compaction">${compactionCell(p)}</td>
 <td class="state">${state}</td>
 </tr>`;
 }
@@ -70,7 +82,7 @@ function topicsSection(details: TopicDetailView[], totalTopics: number): string 
     if (topic.partitionDetails.length > DASHBOARD_PARTITIONS_PER_TOPIC) {
       const more = topic.partitionDetails.length - DASHBOARD_PARTITIONS_PER_TOPIC;
       rows.push(
-        `<tr class="more"><td colspan="13">${escapeHtml(more)} more partitions of ${escapeHtml(topic.name)}: see <a href="/v1/topics/${encodeURIComponent(topic.name)}">/v1/topics/${escapeHtml(topic.name)}</a></td></tr>`,
+        `<tr class="more"><td colspan="14">${escapeHtml(more)} more partitions of ${escapeHtml(topic.name)}: see <a href="/v1/topics/${encodeURIComponent(topic.name)}">/v1/topics/${escapeHtml(topic.name)}</a></td></tr>`,
       );
     }
   }
@@ -82,7 +94,7 @@ function topicsSection(details: TopicDetailView[], totalTopics: number): string 
 <h2>Topics</h2>
 ${note}
 <table class="grid">
-<thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Log start</th><th>Log end</th><th>High watermark</th><th>Last stable</th><th>LSO lag</th><th>Open txns</th><th>Segments</th><th>Size</th><th>Producers</th><th>State</th></tr></thead>
+<thead><tr><th>Topic</th><th>Partition</th><th>Leader</th><th>Log start</th><th>Log end</th><th>High watermark</th><th>Last stable</th><th>LSO lag</th><th>Open txns</th><th>Segments</th><th>Size</th><th>Producers</th><th>Compaction</th><th>State</th></tr></thead>
 <tbody>
 ${rows.join("\n")}
 </tbody>

@@ -166,6 +166,20 @@ describe("compacted topics over the wire", () => {
     expect(view?.recordsRemoved).toBe(10);
     expect(view?.bytesReclaimed).toBeGreaterThan(0);
 
+    // The same through the HTTP side-port: /v1/topics/:topic, /metrics and the dashboard.
+    const { BrokerQueryPorts } = await import("../../src/http/broker-ports.ts");
+    const { BrokerMetrics } = await import("../../src/http/metrics.ts");
+    const { createHttpApp } = await import("../../src/http/app.ts");
+    const app = createHttpApp(new BrokerQueryPorts({ broker: broker.broker, metrics: new BrokerMetrics(), version: "test", nowMs: Date.now, startedAtMs: Date.now() }));
+    const topicView = await (await app.request("/v1/topics/wire-compact")).json();
+    expect(topicView.partitionDetails[0].cleaner).toMatchObject({ cleanedUpToOffset: 14, passes: 1, recordsRemoved: 10, dirtyRatio: 0, lastError: null });
+    const metricsText = await (await app.request("/metrics")).text();
+    expect(metricsText).toContain('bunka_log_cleaner_passes_total{topic="wire-compact",partition="0"} 1');
+    expect(metricsText).toContain('bunka_log_cleaner_removed_records_total{topic="wire-compact",partition="0"} 10');
+    expect(metricsText).toMatch(/bunka_log_cleaner_reclaimed_bytes_total\{topic="wire-compact",partition="0"\} [1-9]/);
+    const dashboard = await (await app.request("/")).text();
+    expect(dashboard).toMatch(/<td class="compaction">0% dirty, clean below 14, 1 passes reclaimed [^<]+<\/td>/);
+
     // DeleteRecords is refused on a compact-only topic, as Apache refuses it.
     const deleted = await client.request(21, 2, { topics: [{ name: "wire-compact", partitions: [{ partitionIndex: 0, offset: 5 }] }], timeoutMs: 5000 });
     expect(deleted.topics[0].partitions[0].errorCode).toBe(ErrorCode.POLICY_VIOLATION);
