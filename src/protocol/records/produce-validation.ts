@@ -13,8 +13,8 @@
  *   - exactly recordsCount records, and no byte after the last one;
  *   - on a topic whose cleanup.policy contains compact, every record has a key.
  *
- * Apache's answers, as Apache Kafka 4.1.1 gives them (tests/interop/apache-kafka-reference.test.ts has
- * the probe): a malformed record section is INVALID_RECORD without record errors (the record iterator's
+ * Apache's answers, as Apache Kafka 4.1.1 gives them (tests/interop/produce-validation-reference.test.ts
+ * sends it the same bytes): a malformed record section is INVALID_RECORD without record errors (the record iterator's
  * InvalidRecordException). A null key on a compacted topic is INVALID_RECORD with one record error per
  * keyless record ("Compacted topic cannot accept message without key in topic partition t-0") and the
  * top-level message "One or more records have been rejected due to N record errors in total, and only

@@ -1,0 +1,101 @@
+/**
+ * Produce-time validation of the records inside a batch run against Apache Kafka 4.1.1 and bunka with the
+ * same bytes (tests/support/produce-cases.ts): every case's error code is Apache's (or the documented
+ * bunka deviation), and record errors and messages are Apache's word for word.
+ *
+ *   bun test --timeout 300000 tests/interop/produce-validation-reference.test.ts
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
+import { buildBatch } from "../support/batch-builder.ts";
+import { PRODUCE_CASES } from "../support/produce-cases.ts";
+import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { WireClient } from "../support/wire-client.ts";
+
+const TIMEOUT = 180_000;
+const TOPICS = [
+  { name: "ref-plain", configs: {} },
+  { name: "ref-compacted", configs: { "cleanup.policy": "compact" } },
+];
+
+interface PartitionAnswer {
+  errorCode: number;
+  baseOffset: number;
+  errorMessage: string | null;
+  recordErrors: { batchIndex: number; batchIndexErrorMessage: string | null }[];
+}
+
+let apache: ApacheKafka;
+let bunka: TestBroker;
+const clients: Record<"apache" | "bunka", WireClient> = {} as Record<"apache" | "bunka", WireClient>;
+
+async function produce(client: WireClient, topic: string, records: Uint8Array, version: number): Promise<PartitionAnswer> {
+  const res = await client.request(0, version, {
+    transactionalId: null,
+    acks: -1,
+    timeoutMs: 10_000,
+    topicData: [{ name: topic, partitionData: [{ index: 0, records }] }],
+  });
+  return res.responses[0].partitionResponses[0];
+}
+
+/** Produces until the partition has a leader that takes it (Apache's right after CreateTopics may not yet). */
+async function produceWhenLed(client: WireClient, topic: string, records: () => Uint8Array): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const answer = await produce(client, topic, records(), 11);
+    if (answer.errorCode === ErrorCode.NONE) return;
+    if (answer.errorCode !== ErrorCode.NOT_LEADER_OR_FOLLOWER || Date.now() > deadline) throw new Error(`${topic}: ${JSON.stringify(answer)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+beforeAll(async () => {
+  [apache, bunka] = await Promise.all([startApacheKafka(), startTestBroker({ autoCreateTopicsEnable: false })]);
+  clients.apache = await WireClient.connect(apache.port);
+  clients.bunka = await WireClient.connect(bunka.port);
+  for (const client of Object.values(clients)) {
+    const res = await client.request(19, 7, {
+      topics: TOPICS.map((t) => ({
+        name: t.name,
+        numPartitions: 1,
+        replicationFactor: 1,
+        assignments: [],
+        configs: Object.entries(t.configs).map(([name, value]) => ({ name, value })),
+      })),
+      timeoutMs: 10_000,
+      validateOnly: false,
+    });
+    expect(res.topics.map((t: { errorCode: number }) => t.errorCode)).toEqual(TOPICS.map(() => ErrorCode.NONE));
+    // One keyed record first in each topic: it waits for leadership and gives every case the same base.
+    for (const t of TOPICS) await produceWhenLed(client, t.name, () => buildBatch({ records: [{ key: "first", value: "x" }] }));
+  }
+}, TIMEOUT);
+
+afterAll(async () => {
+  for (const client of Object.values(clients)) client?.close();
+  await Promise.all([apache?.stop(), bunka?.stop()]);
+});
+
+describe("record validation: bunka answers as Apache Kafka 4.1.1", () => {
+  test("every case, Produce v7 and v11: Apache's code, bunka's code, and the same record errors and messages", async () => {
+    for (const c of PRODUCE_CASES) {
+      const topic = c.topic === "compacted" ? "ref-compacted" : "ref-plain";
+      for (const version of [7, 11]) {
+        const nowMs = Date.now();
+        const [fromApache, fromBunka] = await Promise.all([
+          produce(clients.apache, topic, c.build(nowMs), version),
+          produce(clients.bunka, topic, c.build(nowMs), version),
+        ]);
+        const what = `${c.name} v${version}: apache ${JSON.stringify(fromApache)} bunka ${JSON.stringify(fromBunka)}`;
+        expect(fromApache.errorCode, what).toBe(c.apache);
+        expect(fromBunka.errorCode, what).toBe(c.bunka);
+        expect(fromBunka.recordErrors, what).toEqual(fromApache.recordErrors);
+        expect(fromApache.recordErrors.map((e) => e.batchIndex), what).toEqual(version >= 8 ? (c.recordErrors ?? []) : []);
+        // Where Apache explains itself (record errors), bunka says the same words.
+        if (fromApache.recordErrors.length > 0) expect(fromBunka.errorMessage, what).toBe(fromApache.errorMessage);
+      }
+    }
+  }, TIMEOUT);
+});
