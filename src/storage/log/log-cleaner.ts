@@ -16,7 +16,8 @@
  * stable offset), the aborted transactions, the active producers' last batches, and what to do with
  * the aborted-transaction index entries each group keeps.
  */
-import { FatalError } from "../../errors/errors.ts";
+import { join } from "node:path";
+import { CorruptStateError, FatalError } from "../../errors/errors.ts";
 import type { Fs } from "../../platform/fs.ts";
 import {
   decideBatch,
@@ -32,6 +33,7 @@ import {
   BATCH_HEADER_BYTES,
   baseOffsetAt,
   batchSizeAt,
+  checkBatch,
   maxTimestampAt,
   parseBatchHeader,
   parseControlRecord,
@@ -39,7 +41,7 @@ import {
 } from "../../protocol/records/record-batch.ts";
 import { batchSpecOf, buildBatch, decodeRecords, type KafkaRecord } from "../../protocol/records/records.ts";
 import { encodeTxnIndexEntries } from "./txn-index.ts";
-import { Segment } from "./segment.ts";
+import { Segment, segmentFileName } from "./segment.ts";
 import { cleanedPath } from "./segment-swap.ts";
 import type { CleanableSegment, PartitionLog } from "./partition-log.ts";
 
@@ -112,6 +114,15 @@ class BatchWalker {
       throw new FatalError(`${this.log.dir}: batch at position ${this.position} of segment ${this.segment.baseOffset} has length ${batchBytes}`);
     }
     at = await this.ensure(this.position, batchBytes);
+    // The cleaner copies batches and rebuilds others with a fresh CRC: a damaged batch must stop the pass
+    // here, or the rewrite would give garbage a valid checksum.
+    const checked = checkBatch(this.buffer, at, at + batchBytes, true);
+    if (typeof checked !== "number") {
+      throw new CorruptStateError(
+        join(this.log.dir, segmentFileName(this.segment.baseOffset, "log")),
+        `batch at position ${this.position} fails its check (${checked.kind}); the cleaner leaves the partition alone`,
+      );
+    }
     this.position += batchBytes;
     return { bytes: this.buffer, at, size: batchBytes };
   }
@@ -304,11 +315,15 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
           throw new FatalError(`fsync of ${logPath} failed`, { cause: error });
         }
       }
-    } finally {
+    } catch (error) {
+      // Nothing was committed: the old segments stay. The half-written file goes now (recovery would
+      // remove it at the next start otherwise).
       await handle.close().catch(() => undefined);
+      await fs.unlink(logPath).catch(() => undefined);
+      throw error;
     }
+    await handle.close().catch(() => undefined);
     if (stats.stopped) {
-      // Nothing was committed: the old segments stay, and recovery or the next pass removes the file.
       await fs.unlink(logPath).catch(() => undefined);
       return stats;
     }

@@ -15,7 +15,8 @@ import { Partition, type CompactionConfig, type CleanOutcome } from "../../../..
 import { buildBatch, type TestRecord } from "../../../support/batch-builder.ts";
 import { ManualClock } from "../../../support/manual-clock.ts";
 import { MemoryFs, SimulatedHaltError } from "../../../support/memory-fs.ts";
-import { readAll, testConfig } from "./support.ts";
+import { CorruptStateError } from "../../../../src/errors/errors.ts";
+import { patchFile, readAll, testConfig } from "./support.ts";
 
 const DIR = "/data/compacted-0";
 const DAY_MS = 24 * 3600 * 1000;
@@ -324,6 +325,26 @@ describe("compaction", () => {
     const outcome = reopened.appendFromProducer(retry, parseBatchHeader(retry));
     expect(outcome).toEqual({ kind: "duplicate", baseOffset: 1, logAppendTimeMs: -1 });
     await reopened.close();
+  });
+});
+
+describe("a damaged batch stops the pass", () => {
+  test("a batch whose CRC does not match is never rewritten with a fresh CRC: the pass fails and the log is unchanged", async () => {
+    const h = harness();
+    const p = await h.open();
+    for (let round = 0; round < 3; round++) await append(p, [{ key: "a", value: `value-${round}` }]);
+    await roll(p);
+    const before = (await readAll(p.log)).map((b) => b.bytes);
+    // Flip a byte inside the second batch's value (batches here are 70-odd bytes).
+    const second = (await readAll(p.log))[1]!;
+    const position = before[0]!.length + second.bytes.length - 3;
+    await patchFile(h.fs, `${DIR}/${"0".padStart(20, "0")}.log`, position, new Uint8Array([0xff]));
+    await expect(clean(h, p)).rejects.toThrow(CorruptStateError);
+    expect(p.log.cleanerCheckpoint.firstDirtyOffset).toBe(-1);
+    expect(p.log.segmentBaseOffsets).toEqual([0, 3]);
+    expect(h.fs.log.some((entry) => entry.includes(".cleaned") && entry.startsWith("rename"))).toBe(false);
+    expect((await h.fs.readdir(DIR)).filter((name) => name.endsWith(".cleaned"))).toEqual([]);
+    await p.close();
   });
 });
 
