@@ -13,7 +13,7 @@
  * node:zlib zstdDecompressSync returns whatever it decoded so far, without an error, when the input
  * stops in the middle of a frame, and a cut-off batch must not pass for a shorter one.
  */
-import { gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from "node:zlib";
+import { constants, gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from "node:zlib";
 import { DecodeError } from "../../errors/errors.ts";
 import { lz4Compress, lz4Decompress } from "./lz4.ts";
 import { CompressionCodec } from "./record-batch.ts";
@@ -50,15 +50,20 @@ export function decompress(codec: number, data: Uint8Array, maxBytes: number): U
   return out;
 }
 
-/** Compresses a records section with `codec`, in the framing Apache Kafka's clients read. */
-export function compress(codec: number, data: Uint8Array): Uint8Array {
+/**
+ * Compresses a records section with `codec`, in the framing Apache Kafka's clients read. `level` is the
+ * codec's level as the compression.<codec>.level configs give it (gzip 1-9 or -1 for zlib's default,
+ * zstd's levels); omitted, each codec's default. lz4 has one compressor, the fast one that Apache uses
+ * at its default level, and ignores the level; snappy has no levels.
+ */
+export function compress(codec: number, data: Uint8Array, level?: number): Uint8Array {
   switch (codec) {
     case CompressionCodec.none:
       return data;
     case CompressionCodec.gzip:
-      return gzipSync(data);
+      return level === undefined ? gzipSync(data) : gzipSync(data, { level });
     case CompressionCodec.zstd:
-      return zstdCompressSync(data);
+      return level === undefined ? zstdCompressSync(data) : zstdCompressSync(data, { params: { [constants.ZSTD_c_compressionLevel]: level } });
     case CompressionCodec.snappy:
       return snappyCompress(data);
     case CompressionCodec.lz4:

@@ -31,13 +31,21 @@
  */
 import { DecodeError } from "../../errors/errors.ts";
 import { ErrorCode } from "../../errors/generated/error-codes.ts";
+import { compress } from "./compression.ts";
 import {
+  ATTRIBUTES_AT,
   BATCH_HEADER_BYTES,
+  BATCH_LENGTH_AT,
   CompressionCodec,
   COMPRESSION_CODEC_MASK,
+  LOG_OVERHEAD_BYTES,
   NO_TIMESTAMP,
   parseBatchHeader,
+  readInt16,
+  recomputeCrc,
   setMaxTimestamp,
+  writeInt16,
+  writeInt32,
   type BatchHeader,
 } from "./record-batch.ts";
 import { batchSpecOf, buildBatch, decodeRecordsSection, DECOMPRESSED_RECORDS_MAX_BYTES, recordsSectionOf } from "./records.ts";
@@ -60,6 +68,8 @@ export interface ProducedBatchOptions {
    * A batch in another codec is decoded and rebuilt in this one.
    */
   targetCodec: number | "producer";
+  /** The level to recompress with (compression.<codec>.level); the codec's default when omitted. */
+  targetLevel?: number;
   /** max.message.bytes: a batch that recompression made larger than this is MESSAGE_TOO_LARGE. */
   maxBatchBytes: number;
 }
@@ -104,7 +114,7 @@ export function prepareProducedBatch(recordSet: Uint8Array, batch: BatchHeader, 
 
   const target = options.targetCodec === "producer" ? batch.compression : options.targetCodec;
   if (target !== batch.compression) {
-    const rebuilt = recompress(recordSet, batch, section.subarray(start, end), target);
+    const rebuilt = recompress(recordSet, batch, section.subarray(start, end), target, options.targetLevel);
     if (rebuilt.length > options.maxBatchBytes) {
       return refused(
         ErrorCode.MESSAGE_TOO_LARGE,
@@ -142,15 +152,24 @@ function keylessRefusal(indexes: readonly number[], topicPartition: string): Pro
 }
 
 /**
- * The batch rebuilt in `codec` from its decompressed records section: header fields kept (base offset,
- * last offset delta, producer id/epoch/sequence, transactional and timestamp-type bits), records
- * re-encoded, base and max timestamps taken from the records as Apache's MemoryRecordsBuilder does,
- * CRC recomputed.
+ * The batch rebuilt in `codec` (at `level`) from its decompressed records section: header fields kept
+ * (base offset, last offset delta, producer id/epoch/sequence, transactional and timestamp-type bits),
+ * records re-encoded, base and max timestamps taken from the records as Apache's MemoryRecordsBuilder
+ * does, CRC recomputed. Built uncompressed by buildBatch first so that the level can be applied here.
  */
-function recompress(recordSet: Uint8Array, batch: BatchHeader, section: Uint8Array, codec: number): Uint8Array {
+function recompress(recordSet: Uint8Array, batch: BatchHeader, section: Uint8Array, codec: number, level: number | undefined): Uint8Array {
   const spec = batchSpecOf(recordSet, batch.position);
   const records = decodeRecordsSection(batch, section);
-  return buildBatch({ ...spec, attributes: (spec.attributes & ~COMPRESSION_CODEC_MASK) | codec, deleteHorizonMs: -1 }, records);
+  const plain = buildBatch({ ...spec, attributes: spec.attributes & ~COMPRESSION_CODEC_MASK, deleteHorizonMs: -1 }, records);
+  if (codec === CompressionCodec.none) return plain;
+  const compressed = compress(codec, plain.subarray(BATCH_HEADER_BYTES), level);
+  const rebuilt = new Uint8Array(BATCH_HEADER_BYTES + compressed.length);
+  rebuilt.set(plain.subarray(0, BATCH_HEADER_BYTES));
+  rebuilt.set(compressed, BATCH_HEADER_BYTES);
+  writeInt32(rebuilt, BATCH_LENGTH_AT, rebuilt.length - LOG_OVERHEAD_BYTES);
+  writeInt16(rebuilt, ATTRIBUTES_AT, readInt16(rebuilt, ATTRIBUTES_AT) | codec);
+  recomputeCrc(rebuilt, 0);
+  return rebuilt;
 }
 
 // ---- the walk -------------------------------------------------------------------------------------

@@ -62,6 +62,19 @@ describe("compress / decompress", () => {
     }
   });
 
+  test("gzip and zstd take a level: a faster one compresses less, every level round-trips", () => {
+    const data = compressibleText(500_000, 10);
+    const gzip = [1, 9, -1].map((level) => compress(CompressionCodec.gzip, data, level));
+    expect(gzip[0]!.length).toBeGreaterThan(gzip[1]!.length);
+    const zstd = [-5, 1, 3, 10].map((level) => compress(CompressionCodec.zstd, data, level));
+    expect(zstd[0]!.length).toBeGreaterThan(zstd[2]!.length);
+    for (const compressed of gzip) expect(decompress(CompressionCodec.gzip, compressed, LIMIT)).toEqual(data);
+    for (const compressed of zstd) expect(decompress(CompressionCodec.zstd, compressed, LIMIT)).toEqual(data);
+    // lz4 and snappy have one compressor each: the level changes nothing.
+    expect(compress(CompressionCodec.lz4, data, 17)).toEqual(compress(CompressionCodec.lz4, data));
+    expect(compress(CompressionCodec.snappy, data, 3)).toEqual(compress(CompressionCodec.snappy, data));
+  });
+
   test("codec ids 5-7 do not exist", () => {
     for (const codec of [5, 6, 7]) {
       expect(() => decompress(codec, new Uint8Array(10), LIMIT)).toThrow(DecodeError);

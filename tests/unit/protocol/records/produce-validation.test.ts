@@ -149,6 +149,17 @@ describe("prepareProducedBatch: recompression to the topic's codec", () => {
     });
   }
 
+  test("the topic's level is used: gzip level 1 stores a larger batch than level 9, both decoding alike", () => {
+    const textual = Array.from({ length: 200 }, (_, i) => ({ key: `k${i}`, value: `${i % 13} exactly once semantics `.repeat(8 + (i % 5)) }));
+    const sizes = [1, 9].map((targetLevel) => {
+      const result = prepare(buildBatch({ records: textual }), { targetCodec: CompressionCodec.gzip, targetLevel });
+      if (!result.ok) throw new Error(result.message);
+      expect(decodeBatch(result.recordSet).records.map((r) => utf8(r.value))).toEqual(textual.map((r) => r.value));
+      return result.recordSet.length;
+    });
+    expect(sizes[0]!).toBeGreaterThan(sizes[1]!);
+  });
+
   test("a batch already in the topic's codec, or with compression.type=producer, is not rebuilt", () => {
     const bytes = compressBatch(buildBatch({ records }), CompressionCodec.lz4);
     for (const targetCodec of [CompressionCodec.lz4, "producer"] as const) {
