@@ -13,8 +13,6 @@
  * the only way a rewritten record stays byte-identical to what the producer sent.
  */
 import { DecodeError } from "../../errors/errors.ts";
-import { Reader } from "../reader.ts";
-import { Writer } from "../writer.ts";
 import { compress, decompress } from "./compression.ts";
 import {
   ATTRIBUTES_AT,
@@ -92,27 +90,29 @@ export function decodeRecordsSection(header: BatchHeader, section: Uint8Array): 
   const count = header.recordsCount;
   if (count < 0 || count > section.length) throw new DecodeError(`records count ${count} does not fit ${section.length} bytes`);
   const records: KafkaRecord[] = new Array(count);
-  const reader = new Reader(section);
+  // Parsed by hand over the bytes (no Reader per record): the cleaner decodes every record it keeps or
+  // drops, and a DataView per record cost more than the parsing itself.
+  const cursor = { at: 0 };
   for (let i = 0; i < count; i++) {
-    const length = reader.varint();
-    if (length < 0 || length > reader.remaining) throw new DecodeError(`record ${i} has length ${length}, ${reader.remaining} bytes left`);
-    const end = reader.offset + length;
-    const record = new Reader(section, reader.offset, end);
-    const attributes = record.int8();
-    const timestampDelta = record.varlong();
-    const offsetDelta = record.varint();
-    const key = nullableBytes(record, "key");
-    const value = nullableBytes(record, "value");
-    const headersStart = record.offset;
-    const headerCount = record.varint();
+    const length = varintAt(section, cursor, section.length);
+    if (length < 0 || length > section.length - cursor.at) throw new DecodeError(`record ${i} has length ${length}, ${section.length - cursor.at} bytes left`);
+    const end = cursor.at + length;
+    if (end === cursor.at) throw new DecodeError(`record ${i} is empty`);
+    const attributes = (section[cursor.at++]! << 24) >> 24;
+    const timestampDelta = varlongAt(section, cursor, end);
+    const offsetDelta = varintAt(section, cursor, end);
+    const key = nullableBytesAt(section, cursor, end, "key");
+    const value = nullableBytesAt(section, cursor, end, "value");
+    const headersStart = cursor.at;
+    const headerCount = varintAt(section, cursor, end);
     if (headerCount < 0) throw new DecodeError(`record ${i} has header count ${headerCount}`);
     for (let h = 0; h < headerCount; h++) {
-      const keyLength = record.varint();
-      if (keyLength < 0) throw new DecodeError(`record ${i} has a header key of length ${keyLength}`);
-      record.raw(keyLength);
-      nullableBytes(record, "header value");
+      const keyLength = varintAt(section, cursor, end);
+      if (keyLength < 0 || keyLength > end - cursor.at) throw new DecodeError(`record ${i} has a header key of length ${keyLength}`);
+      cursor.at += keyLength;
+      nullableBytesAt(section, cursor, end, "header value");
     }
-    if (record.offset !== end) throw new DecodeError(`record ${i} has ${end - record.offset} bytes after its headers`);
+    if (cursor.at !== end) throw new DecodeError(`record ${i} has ${end - cursor.at} bytes after its headers`);
     records[i] = {
       attributes,
       offset: header.baseOffset + offsetDelta,
@@ -121,17 +121,44 @@ export function decodeRecordsSection(header: BatchHeader, section: Uint8Array): 
       value,
       headers: section.subarray(headersStart, end),
     };
-    reader.offset = end;
   }
-  if (reader.remaining !== 0) throw new DecodeError(`${reader.remaining} bytes after the last of ${count} records`);
+  if (cursor.at !== section.length) throw new DecodeError(`${section.length - cursor.at} bytes after the last of ${count} records`);
   return records;
 }
 
-function nullableBytes(reader: Reader, what: string): Uint8Array | null {
-  const length = reader.varint();
+/** A zigzag varint (at most 5 bytes) at `cursor.at`, never reading at or past `end`. */
+function varintAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
+  let raw = 0;
+  for (let shift = 0; shift < 35; shift += 7) {
+    if (cursor.at >= end) throw new DecodeError("varint runs past the end of its record");
+    const b = bytes[cursor.at++]!;
+    raw |= (b & 0x7f) << shift;
+    if ((b & 0x80) === 0) return (raw >>> 1) ^ -(raw & 1);
+  }
+  throw new DecodeError("varint longer than 5 bytes");
+}
+
+/** A zigzag varlong (at most 10 bytes) as a number, exact within 2^53. */
+function varlongAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
+  let raw = 0;
+  let multiplier = 1;
+  for (let i = 0; i < 10; i++) {
+    if (cursor.at >= end) throw new DecodeError("varlong runs past the end of its record");
+    const b = bytes[cursor.at++]!;
+    raw += (b & 0x7f) * multiplier;
+    if ((b & 0x80) === 0) return raw % 2 === 0 ? raw / 2 : -(raw + 1) / 2;
+    multiplier *= 128;
+  }
+  throw new DecodeError("varlong longer than 10 bytes");
+}
+
+function nullableBytesAt(bytes: Uint8Array, cursor: { at: number }, end: number, what: string): Uint8Array | null {
+  const length = varintAt(bytes, cursor, end);
   if (length === -1) return null;
-  if (length < 0) throw new DecodeError(`${what} length ${length}`);
-  return reader.raw(length);
+  if (length < 0 || length > end - cursor.at) throw new DecodeError(`${what} length ${length}`);
+  const out = bytes.subarray(cursor.at, cursor.at + length);
+  cursor.at += length;
+  return out;
 }
 
 /** What a rebuilt batch keeps of the batch it came from (everything but its records and the CRC). */
@@ -186,33 +213,48 @@ export function buildBatch(spec: BatchSpec, records: readonly KafkaRecord[]): Ui
   const baseTimestampMs =
     spec.deleteHorizonMs >= 0 ? spec.deleteHorizonMs : records.length > 0 ? records[0]!.timestampMs : spec.maxTimestampMs;
 
-  const body = new Writer(1024);
-  for (const record of records) {
+  // Sizes first, then one buffer written by hand: no growing writer, no DataView.
+  let bodyBytes = 0;
+  const inner = new Array<number>(records.length);
+  for (let i = 0; i < records.length; i++) {
+    const record = records[i]!;
     const keyLength = record.key === null ? -1 : record.key.length;
     const valueLength = record.value === null ? -1 : record.value.length;
-    const timestampDelta = record.timestampMs - baseTimestampMs;
-    const offsetDelta = record.offset - spec.baseOffset;
-    const inner =
+    const size =
       1 +
-      varlongSize(timestampDelta) +
-      varintSize(offsetDelta) +
+      varlongSize(record.timestampMs - baseTimestampMs) +
+      varintSize(record.offset - spec.baseOffset) +
       varintSize(keyLength) +
       Math.max(0, keyLength) +
       varintSize(valueLength) +
       Math.max(0, valueLength) +
       record.headers.length;
-    body.varint(inner);
-    body.int8(record.attributes);
-    body.varlong(timestampDelta);
-    body.varint(offsetDelta);
-    body.varint(keyLength);
-    if (record.key !== null) body.raw(record.key);
-    body.varint(valueLength);
-    if (record.value !== null) body.raw(record.value);
-    body.raw(record.headers);
+    inner[i] = size;
+    bodyBytes += varintSize(size) + size;
+  }
+  const body = new Uint8Array(bodyBytes);
+  let at = 0;
+  for (let i = 0; i < records.length; i++) {
+    const record = records[i]!;
+    at = putVarint(body, at, inner[i]!);
+    body[at++] = record.attributes & 0xff;
+    at = putVarlong(body, at, record.timestampMs - baseTimestampMs);
+    at = putVarint(body, at, record.offset - spec.baseOffset);
+    at = putVarint(body, at, record.key === null ? -1 : record.key.length);
+    if (record.key !== null) {
+      body.set(record.key, at);
+      at += record.key.length;
+    }
+    at = putVarint(body, at, record.value === null ? -1 : record.value.length);
+    if (record.value !== null) {
+      body.set(record.value, at);
+      at += record.value.length;
+    }
+    body.set(record.headers, at);
+    at += record.headers.length;
   }
   const codec = spec.attributes & COMPRESSION_CODEC_MASK;
-  const section = compress(codec, body.finish());
+  const section = compress(codec, body);
 
   const sizeBytes = BATCH_HEADER_BYTES + section.length;
   const bytes = new Uint8Array(sizeBytes);
@@ -252,4 +294,24 @@ export function varlongSize(value: number): number {
     size++;
   }
   return size;
+}
+
+function putVarint(bytes: Uint8Array, at: number, value: number): number {
+  let v = ((value << 1) ^ (value >> 31)) >>> 0;
+  while (v >= 0x80) {
+    bytes[at++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  bytes[at++] = v;
+  return at;
+}
+
+function putVarlong(bytes: Uint8Array, at: number, value: number): number {
+  let z = value >= 0 ? value * 2 : -value * 2 - 1;
+  while (z >= 0x80) {
+    bytes[at++] = (z % 128) | 0x80;
+    z = Math.floor(z / 128);
+  }
+  bytes[at++] = z;
+  return at;
 }
