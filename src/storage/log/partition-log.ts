@@ -285,7 +285,8 @@ export class PartitionLog {
   /** readTxnIndexes has run: every segment knows the size of its `.txnindex`. */
   private txnIndexesLoaded = false;
   private inflightReads = 0;
-  private readsDrained: (() => void) | undefined;
+  /** Waiting for the reads in flight to finish (a swap, close): called when the count drops to zero. */
+  private readsDrained: (() => void)[] = [];
   /** Set while cleaned segments are swapped in: reads wait for it (see replaceSegments). */
   private swapping: Promise<void> | undefined;
   /** What the log cleaner last recorded (cleaner-checkpoint.json). */
@@ -1035,7 +1036,11 @@ export class PartitionLog {
 
   private endRead(): void {
     this.inflightReads--;
-    if (this.inflightReads === 0 && this.readsDrained !== undefined) this.readsDrained();
+    if (this.inflightReads === 0 && this.readsDrained.length > 0) {
+      const waiting = this.readsDrained;
+      this.readsDrained = [];
+      for (const resolve of waiting) resolve();
+    }
   }
 
   // ---- timestamps ---------------------------------------------------------------------------------
@@ -1221,8 +1226,7 @@ export class PartitionLog {
     let release!: () => void;
     this.swapping = new Promise<void>((resolve) => (release = resolve));
     try {
-      if (this.inflightReads > 0) await new Promise<void>((resolve) => (this.readsDrained = resolve));
-      this.readsDrained = undefined;
+      if (this.inflightReads > 0) await new Promise<void>((resolve) => this.readsDrained.push(resolve));
       await this.failOnError(commitSwap(this.fs, this.dir, { baseOffset: cleaned.replaced[0]!, replaced: cleaned.replaced }));
       const next = new Segment(this.dir, cleaned.replaced[0]!, this.clock.nowMs());
       next.endOffset = endOffset;
@@ -1384,7 +1388,7 @@ export class PartitionLog {
     if (this.closing || this.closed) return;
     this.closing = true;
     try {
-      if (this.inflightReads > 0) await new Promise<void>((resolve) => (this.readsDrained = resolve));
+      if (this.inflightReads > 0) await new Promise<void>((resolve) => this.readsDrained.push(resolve));
       await this.retention.catch(() => undefined);
       await Promise.all([...this.deletions]);
       // A failure rejects the queued operations at once, while the one in progress (a roll opening the
