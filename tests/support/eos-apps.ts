@@ -199,11 +199,20 @@ export async function killJvmApps(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Waiting
 
-/** Polls `condition` every `everyMs` until it holds; fails naming `what` after the deadline. */
-export async function waitForCondition(what: string, condition: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 50): Promise<void> {
+/**
+ * Polls `condition` every `everyMs` until it holds; fails naming `what` after the deadline, with what `state`
+ * says about where things stood then.
+ */
+export async function waitForCondition(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  everyMs = 50,
+  state?: () => string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${state ? ` (${state()})` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
