@@ -25,7 +25,7 @@ export const servedApis = [
   "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "SaslHandshake",
   "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords", "InitProducerId", "AddPartitionsToTxn",
   "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit", "DescribeConfigs", "CreatePartitions",
-  "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete", "DescribeCluster", "DescribeProducers",
+  "AlterConfigs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete", "DescribeCluster", "DescribeProducers",
   "DescribeTransactions", "ListTransactions",
 ];
 

@@ -5,12 +5,14 @@
  * an illegal name -> INVALID_TOPIC_EXCEPTION; an existing one -> TOPIC_ALREADY_EXISTS; partitions 0 or below
  * -1 -> INVALID_PARTITIONS; a replication factor other than 1 or -1 (one copy of the data lives on the
  * shared volume) -> INVALID_REPLICATION_FACTOR; a manual assignment must give every partition 0..n-1
- * exactly this broker -> INVALID_REPLICA_ASSIGNMENT; configs bunka does not honour or invalid values ->
- * INVALID_CONFIG. validateOnly checks without creating. v5+ answers the partition count, replication factor
- * and the topic's configs; v7+ the topic id.
+ * exactly this broker -> INVALID_REPLICA_ASSIGNMENT; unknown configs, invalid values (the broker-level
+ * defaults taking part in the rules between values) and the values bunka refuses (domain/topic-config.ts)
+ * -> INVALID_CONFIG. validateOnly checks without creating. v5+ answers the partition count, replication
+ * factor and every topic config with its source, the topic's own values as given (as Apache does);
+ * v7+ the topic id.
  * Deliberately not done: create-topic policies and controller mutation quotas (no THROTTLING_QUOTA_EXCEEDED).
  */
-import { describeTopicConfigs, topicConfigProblems } from "../domain/topic-config.ts";
+import { topicConfigProblems } from "../domain/topic-config.ts";
 import { topicNameInvalidReason } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { CreateTopicsRequest, CreateTopicsRequest_CreatableTopic } from "../protocol/generated/create-topics-request.ts";
@@ -18,11 +20,9 @@ import type {
   CreateTopicsResponseInit,
   CreateTopicsResponse_CreatableTopicResultInit,
 } from "../protocol/generated/create-topics-response.ts";
+import { createdTopicConfigs } from "./32-describe-configs.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
-
-/** DescribeConfigs' ConfigSource values. */
-export const ConfigSource = { DYNAMIC_TOPIC_CONFIG: 1, STATIC_BROKER_CONFIG: 4, DEFAULT_CONFIG: 5 } as const;
 
 export function createTopicsHandler(services: BrokerServices): Handler<CreateTopicsRequest, CreateTopicsResponseInit> {
   const { topics, config, ownership } = services;
@@ -83,7 +83,7 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
       }
     }
     const configs = ownConfigs(topic);
-    const problem = topicConfigProblems(configs)[0];
+    const problem = topicConfigProblems(configs, config.topicConfigDefaults)[0];
     if (problem !== undefined) return failure(topic.name, ErrorCode.INVALID_CONFIG, problem.reason);
     return partitions;
   };
@@ -106,13 +106,7 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     errorMessage: null,
     numPartitions: partitions,
     replicationFactor: 1,
-    configs: describeTopicConfigs(configs).map((c) => ({
-      name: c.name,
-      value: c.value,
-      readOnly: false,
-      configSource: c.isDefault ? ConfigSource.DEFAULT_CONFIG : ConfigSource.DYNAMIC_TOPIC_CONFIG,
-      isSensitive: false,
-    })),
+    configs: createdTopicConfigs(services, configs),
   });
 
   return {

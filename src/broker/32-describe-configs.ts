@@ -2,16 +2,20 @@
  * DescribeConfigs (key 32), versions 0-4.
  *
  * Per resource, as Apache Kafka's ConfigHelper answers:
- * - TOPIC (2): every topic config bunka honours, with its effective value. The source is the first of
- *   its synonyms: the topic's own value (DYNAMIC_TOPIC_CONFIG), else the broker-level default set
- *   dynamically for this broker (DYNAMIC_BROKER_CONFIG) or the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG),
- *   else the static configuration (STATIC_BROKER_CONFIG), else the built-in default (DEFAULT_CONFIG).
- *   An illegal name -> INVALID_TOPIC_EXCEPTION; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
- * - BROKER (4): resource name = this broker's id -> the broker configs bunka honours with the values in
- *   effect; "" -> only the cluster-wide dynamic defaults currently set (Apache lists nothing else there);
- *   another id or a non-integer -> INVALID_REQUEST with Apache's messages. Only the broker-level topic
- *   defaults (log.retention.ms, ...) are writable (readOnly false), as only they can be changed by
- *   IncrementalAlterConfigs.
+ * - TOPIC (2): every one of Apache 4.1's topic configs (domain/topic-config.ts: the ones bunka honours
+ *   and the ones it accepts without effect), with its effective value as Apache prints it after parsing
+ *   ("1" for a DOUBLE shows "1.0"). The source is the first of its synonyms: the topic's own value
+ *   (DYNAMIC_TOPIC_CONFIG), else the broker-level default set dynamically for this broker
+ *   (DYNAMIC_BROKER_CONFIG) or the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else the static configuration
+ *   (STATIC_BROKER_CONFIG), else the built-in default (DEFAULT_CONFIG); a config without a broker-level
+ *   synonym (remote.*, the replication throttles) has no synonym but its own value, as in Apache.
+ *   An illegal name -> INVALID_TOPIC_EXCEPTION; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION with an
+ *   empty message, Apache 4.1.1's answer in every version.
+ * - BROKER (4): resource name = this broker's id -> the broker configs bunka honours or accepts, with the
+ *   values in effect; "" -> only the cluster-wide dynamic defaults currently set (Apache lists nothing
+ *   else there); another id or a non-integer -> INVALID_REQUEST with Apache's messages. Writable
+ *   (readOnly false) are the ones IncrementalAlterConfigs and AlterConfigs may change: the broker-level
+ *   topic defaults and the log.cleaner.* settings but log.cleaner.enable.
  * - BROKER_LOGGER (8): the same id checks as Apache; for this broker an empty list, because bunka has
  *   no named loggers whose level can be read or changed at runtime.
  * - CLIENT_METRICS (16) and GROUP (32): INVALID_REQUEST for that resource (Apache has them; bunka not).
@@ -24,21 +28,34 @@
  * configType (Apache's ConfigType ids) and, with includeDocumentation, a short description (null
  * otherwise); v4 is flexible.
  *
- * Deliberately not done: authorization (no *_AUTHORIZATION_FAILED), the dozens of Apache configs bunka
- * does not implement (they are not listed, rather than listed with values that mean nothing here), and
- * Apache's derived synonyms such as log.retention.hours / log.roll.hours (bunka has no such settings).
+ * Deliberately not done: authorization (no *_AUTHORIZATION_FAILED), the broker configs of Apache that
+ * bunka has no counterpart for (they are not listed, rather than listed with values that mean nothing
+ * here), and Apache's derived synonyms such as log.retention.hours / log.roll.hours (bunka has no such
+ * settings).
  * The STATIC_BROKER_CONFIG / DEFAULT_CONFIG split of broker settings other than the topic defaults is
  * inferred by comparing with bunka's defaults, so a value set explicitly to its default reads as default.
  */
 import {
+  CLEANER_SETTING_NAMES,
+  type CleanerSettingName,
+  cleanerSettingDefault,
+  cleanerSettingType,
+  cleanerSettingValue,
+  isCleanerSetting,
+  isDynamicCleanerSetting,
+} from "../domain/cleaner-config.ts";
+import { canonicalValue, type ConfigType as ValueType } from "../domain/config-values.ts";
+import {
   BROKER_CONFIG_FOR_TOPIC_CONFIG,
+  BROKER_TOPIC_DEFAULT_NAMES,
+  canonicalTopicConfigValue,
   TOPIC_CONFIG_DEFAULTS,
   TOPIC_CONFIG_NAMES,
   type TopicConfigName,
-  type TopicConfigType,
+  topicConfigForBrokerConfig,
   topicConfigType,
 } from "../domain/topic-config.ts";
-import { topicNameInvalidReason } from "../domain/topic-name.ts";
+import { TOPIC_NAME_LENGTH_MAX } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type {
   DescribeConfigsRequest,
@@ -51,6 +68,7 @@ import type {
   DescribeConfigsResponse_DescribeConfigsSynonymInit,
 } from "../protocol/generated/describe-configs-response.ts";
 import { type BrokerConfig, defaultBrokerConfig } from "./config.ts";
+import type { CreateTopicsResponse_CreatableTopicConfigsInit } from "../protocol/generated/create-topics-response.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -70,12 +88,13 @@ export const ConfigSource = {
 /** Apache's DescribeConfigsResponse.ConfigType ids (v3+). */
 export const ConfigType = { BOOLEAN: 1, STRING: 2, INT: 3, SHORT: 4, LONG: 5, DOUBLE: 6, LIST: 7, CLASS: 8, PASSWORD: 9 } as const;
 
-const TOPIC_CONFIG_TYPE_IDS: Record<TopicConfigType, number> = {
-  LONG: ConfigType.LONG,
-  INT: ConfigType.INT,
-  STRING: ConfigType.STRING,
-  LIST: ConfigType.LIST,
+const TYPE_IDS: Record<ValueType, number> = {
+  BOOLEAN: ConfigType.BOOLEAN,
   DOUBLE: ConfigType.DOUBLE,
+  INT: ConfigType.INT,
+  LIST: ConfigType.LIST,
+  LONG: ConfigType.LONG,
+  STRING: ConfigType.STRING,
 };
 
 /** Errors.INVALID_REQUEST's default message: what Apache sends when it rejects the whole request. */
@@ -83,24 +102,66 @@ const INVALID_REQUEST_DEFAULT_MESSAGE =
   "This most likely occurs because of a request being malformed by the client library or the message was sent " +
   "to an incompatible broker. See the broker logs for more details.";
 
-/** Short descriptions of what each honoured topic config does in bunka. */
+/** Why a config is accepted although bunka gives it no effect, appended to its description. */
+const NO_EFFECT = "Accepted for compatibility; no effect in bunka:";
+
+/** Short descriptions of what each topic config does in bunka (the README lists the same). */
 const TOPIC_CONFIG_DOCS: Record<TopicConfigName, string> = {
   "cleanup.policy":
     "The retention policy of old log segments: \"delete\" deletes segments beyond the retention time or " +
-    "size, \"compact\" keeps the latest record of every key (log compaction); both may be given.",
+    "size, \"compact\" keeps the latest record of every key (log compaction); both may be given, and an " +
+    "empty list removes nothing.",
+  "compression.gzip.level": "The gzip level used when bunka compresses a batch in gzip (compression.type=gzip).",
+  "compression.lz4.level": "The lz4 level used when bunka compresses a batch in lz4 (compression.type=lz4).",
+  "compression.type":
+    "The codec batches are stored in: \"producer\" keeps the producer's, \"uncompressed\", gzip, snappy, " +
+    "lz4 or zstd recompresses every batch sent in another codec.",
+  "compression.zstd.level": "The zstd level used when bunka compresses a batch in zstd (compression.type=zstd).",
   "delete.retention.ms":
     "How long tombstones and the markers of emptied transactions stay in a compacted log after the cleaner first keeps them.",
+  "file.delete.delay.ms": `${NO_EFFECT} deleted segment files are removed at once, not renamed and removed later.`,
+  "flush.messages": `${NO_EFFECT} an acks=-1 write is answered only once it is fsynced, whatever the count of unflushed messages.`,
+  "flush.ms": `${NO_EFFECT} an acks=-1 write is answered only once it is fsynced, whatever the time since the last flush.`,
+  "follower.replication.throttled.replicas": `${NO_EFFECT} there is one copy of each partition, so no replication to throttle.`,
+  "index.interval.bytes": `${NO_EFFECT} bunka adds an offset index entry every 4096 bytes.`,
+  "leader.replication.throttled.replicas": `${NO_EFFECT} there is one copy of each partition, so no replication to throttle.`,
+  "local.retention.bytes": `${NO_EFFECT} it applies to tiered storage, which bunka does not have.`,
+  "local.retention.ms": `${NO_EFFECT} it applies to tiered storage, which bunka does not have.`,
   "max.compaction.lag.ms": "The longest time a record stays ineligible for compaction once written.",
+  "max.message.bytes": "The largest record batch size, in bytes, that the topic accepts.",
+  "message.timestamp.after.max.ms":
+    "How far in the future a CreateTime record's timestamp may be. bunka does not check it yet and accepts only the default.",
+  "message.timestamp.before.max.ms":
+    "How far in the past a CreateTime record's timestamp may be. bunka does not check it yet and accepts only the default (no bound).",
+  "message.timestamp.type":
+    "Whether record timestamps are the producer's (CreateTime) or set by the broker when appended (LogAppendTime).",
   "min.cleanable.dirty.ratio": "The ratio of uncleaned bytes to all cleanable bytes at which the log cleaner cleans a compacted log.",
   "min.compaction.lag.ms": "The shortest time a record stays uncompacted once written.",
-  "max.message.bytes": "The largest record batch size, in bytes, that the topic accepts.",
-  "message.timestamp.type":
-    "Whether record timestamps are the producer's (CreateTime) or set by the broker when appended " +
-    "(LogAppendTime).",
-  "retention.bytes": "The maximum size of a partition's log before old segments are deleted; -1 means no size limit.",
+  "min.insync.replicas":
+    `${NO_EFFECT} there is one copy of each partition, made durable by fsync before an acks=-1 write is answered; ` +
+    "no write is refused with NOT_ENOUGH_REPLICAS.",
+  preallocate: `${NO_EFFECT} segment files grow as they are written.`,
+  "remote.log.copy.disable": `${NO_EFFECT} it applies to tiered storage, which bunka does not have.`,
+  "remote.log.delete.on.disable": `${NO_EFFECT} it applies to tiered storage, which bunka does not have.`,
+  "remote.storage.enable": "Tiered storage. bunka does not have it: only false is accepted.",
+  "retention.bytes": "The maximum size of a partition's log before old segments are deleted; a negative value means no size limit.",
   "retention.ms": "How long a log segment is kept before it is deleted, in milliseconds; -1 means no time limit.",
-  "segment.bytes": "The size of a single log segment file; retention deletes whole segments.",
+  "segment.bytes": "The size of a single log segment file; retention and compaction work on whole segments.",
+  "segment.index.bytes": `${NO_EFFECT} bunka's indexes grow with their segment; a segment never rolls because its index is full.`,
+  "segment.jitter.ms": `${NO_EFFECT} segments roll exactly at segment.ms.`,
   "segment.ms": "The time after which the active segment is rolled even if it is not full, in milliseconds.",
+  "unclean.leader.election.enable": `${NO_EFFECT} there is one copy of each partition, so no other replica to elect.`,
+};
+
+/** Descriptions of the log cleaner's settings. */
+const CLEANER_SETTING_DOCS: Record<CleanerSettingName, string> = {
+  "log.cleaner.backoff.ms": "How long the log cleaner waits when no log needs cleaning.",
+  "log.cleaner.dedupe.buffer.size": "The memory for the log cleaner's offset maps, shared by its threads (more than 1 MiB each).",
+  "log.cleaner.enable": "Whether the log cleaner runs; without it compacted topics grow without bound. Changed by a restart only.",
+  "log.cleaner.io.buffer.load.factor": "How full an offset map of the log cleaner may get before a pass stops taking more of the log.",
+  "log.cleaner.io.buffer.size": "The memory for the log cleaner's read and write buffers, shared by its threads.",
+  "log.cleaner.io.max.bytes.per.second": "The rate of reads and writes all log cleaner threads together stay under.",
+  "log.cleaner.threads": "How many partitions the log cleaner cleans at once.",
 };
 
 /** The broker settings bunka honours other than the topic defaults: read-only at runtime. */
@@ -174,10 +235,75 @@ const STATIC_BROKER_SETTINGS: readonly StaticBrokerSetting[] = [
   },
 ];
 
-/** Broker-level topic defaults, by broker config name, with their topic config. */
-const DYNAMIC_BROKER_SETTINGS: ReadonlyMap<string, TopicConfigName> = new Map(
-  TOPIC_CONFIG_NAMES.map((name) => [BROKER_CONFIG_FOR_TOPIC_CONFIG[name], name]),
-);
+/**
+ * Why `name` cannot be a topic in a config request, in the wording Apache 4.1.1 uses for these APIs
+ * (which differs from CreateTopics'), or null. The empty name is each API's own case.
+ */
+export function configTopicNameProblem(name: string): string | null {
+  if (name === "." || name === "..") return `Topic name is invalid: '${name}' is not allowed`;
+  if (name.length > TOPIC_NAME_LENGTH_MAX) {
+    return `Topic name is invalid: the length of '${name}' is longer than the max allowed length ${TOPIC_NAME_LENGTH_MAX}`;
+  }
+  if (!/^[a-zA-Z0-9._-]*$/.test(name)) {
+    return `Topic name is invalid: '${name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'`;
+  }
+  return null;
+}
+
+/** One topic config as DescribeConfigs and CreateTopics report it. */
+export interface TopicConfigEntry {
+  name: TopicConfigName;
+  value: string;
+  source: number;
+  synonyms: DescribeConfigsResponse_DescribeConfigsSynonymInit[];
+  type: number;
+  doc: string;
+}
+
+/**
+ * Every topic config of a topic whose own configs are `own`, with where its value comes from, in name
+ * order. `printed` shows values as Apache prints them after parsing (DescribeConfigs); otherwise the
+ * topic's own values are shown as they were given (CreateTopics answers them so).
+ */
+export function topicConfigEntries(services: BrokerServices, own: Readonly<Record<string, string>>, printed: boolean): TopicConfigEntry[] {
+  const { brokerConfigs, ownership } = services;
+  const show = (name: TopicConfigName, value: string) => (printed ? canonicalTopicConfigValue(name, value) : value);
+  return TOPIC_CONFIG_NAMES.map((name) => {
+    const synonyms: DescribeConfigsResponse_DescribeConfigsSynonymInit[] = [];
+    const ownValue = own[name];
+    if (ownValue !== undefined) synonyms.push({ name, value: show(name, ownValue), source: ConfigSource.DYNAMIC_TOPIC_CONFIG });
+    const brokerName = BROKER_CONFIG_FOR_TOPIC_CONFIG[name];
+    if (brokerName !== undefined) {
+      const add = (value: string | undefined, source: number) => {
+        if (value !== undefined) synonyms.push({ name: brokerName, value: canonicalTopicConfigValue(name, value), source });
+      };
+      add(brokerConfigs.get({ kind: "broker", brokerId: ownership.selfId })[brokerName], ConfigSource.DYNAMIC_BROKER_CONFIG);
+      add(brokerConfigs.get({ kind: "cluster" })[brokerName], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG);
+      add(brokerConfigs.staticTopicDefaults[name], ConfigSource.STATIC_BROKER_CONFIG);
+      add(TOPIC_CONFIG_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG);
+    }
+    const first = synonyms[0];
+    return {
+      name,
+      value: first?.value ?? TOPIC_CONFIG_DEFAULTS[name],
+      source: first?.source ?? ConfigSource.DEFAULT_CONFIG,
+      synonyms,
+      type: TYPE_IDS[topicConfigType(name)],
+      doc: TOPIC_CONFIG_DOCS[name],
+    };
+  });
+}
+
+/** CreateTopics' answer of a topic's configs (v5+): the same entries, own values as given. */
+export function createdTopicConfigs(services: BrokerServices, own: Readonly<Record<string, string>>): CreateTopicsResponse_CreatableTopicConfigsInit[] {
+  return topicConfigEntries(services, own, false).map((entry) => ({
+    name: entry.name,
+    value: entry.value,
+    readOnly: false,
+    configSource: entry.source,
+    isSensitive: false,
+  }));
+}
 
 /**
  * Java's Integer.parseInt, which Apache uses on broker resource names: an optional sign and decimal
@@ -202,53 +328,55 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
   const { topics, brokerConfigs, ownership } = services;
   const defaults = defaultBrokerConfig();
 
-  /**
-   * Where a broker-level topic default comes from, highest precedence first (Apache's synonym order),
-   * named by its broker config name.
-   */
-  const brokerDefaultSynonyms = (topicName: TopicConfigName): DescribeConfigsResponse_DescribeConfigsSynonymInit[] => {
-    const brokerName = BROKER_CONFIG_FOR_TOPIC_CONFIG[topicName];
-    const synonyms: DescribeConfigsResponse_DescribeConfigsSynonymInit[] = [];
-    const add = (value: string | undefined, source: number) => {
-      if (value !== undefined) synonyms.push({ name: brokerName, value, source });
+  const topicConfigs = (own: Readonly<Record<string, string>>): Described[] =>
+    topicConfigEntries(services, own, true).map((entry) => ({
+      name: entry.name,
+      value: entry.value,
+      readOnly: false,
+      synonyms: entry.synonyms,
+      type: entry.type,
+      doc: entry.doc,
+    }));
+
+  /** A broker-level topic default as this broker's resource lists it. */
+  const topicDefault = (brokerName: string): Described => {
+    const topicName = topicConfigForBrokerConfig(brokerName)!;
+    const synonyms = topicConfigEntries(services, {}, true).find((entry) => entry.name === topicName)!.synonyms;
+    return {
+      name: brokerName,
+      value: synonyms[0]!.value!,
+      readOnly: false,
+      synonyms,
+      type: TYPE_IDS[topicConfigType(topicName)],
+      doc: `The default ${topicName} of topics that do not set their own. ${TOPIC_CONFIG_DOCS[topicName]}`,
     };
-    add(brokerConfigs.get({ kind: "broker", brokerId: ownership.selfId })[brokerName], ConfigSource.DYNAMIC_BROKER_CONFIG);
-    add(brokerConfigs.get({ kind: "cluster" })[brokerName], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG);
-    add(brokerConfigs.staticTopicDefaults[topicName], ConfigSource.STATIC_BROKER_CONFIG);
-    add(TOPIC_CONFIG_DEFAULTS[topicName], ConfigSource.DEFAULT_CONFIG);
-    return synonyms;
   };
 
-  const topicConfigs = (own: Readonly<Record<string, string>>): Described[] =>
-    TOPIC_CONFIG_NAMES.map((name) => {
-      const ownValue = own[name];
-      const synonyms = [
-        ...(ownValue !== undefined ? [{ name, value: ownValue, source: ConfigSource.DYNAMIC_TOPIC_CONFIG }] : []),
-        ...brokerDefaultSynonyms(name),
-      ];
-      return {
-        name,
-        value: synonyms[0]!.value!,
-        readOnly: false,
-        synonyms,
-        type: TOPIC_CONFIG_TYPE_IDS[topicConfigType(name)],
-        doc: TOPIC_CONFIG_DOCS[name],
-      };
-    });
+  /** A cleaner setting with where its value in effect comes from. */
+  const cleanerSetting = (name: CleanerSettingName): Described => {
+    const type = cleanerSettingType(name);
+    const synonyms: DescribeConfigsResponse_DescribeConfigsSynonymInit[] = [];
+    const add = (value: string | undefined, source: number) => {
+      if (value !== undefined) synonyms.push({ name, value: canonicalValue(type, value), source });
+    };
+    add(brokerConfigs.get({ kind: "broker", brokerId: ownership.selfId })[name], ConfigSource.DYNAMIC_BROKER_CONFIG);
+    add(brokerConfigs.get({ kind: "cluster" })[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG);
+    const staticValue = cleanerSettingValue(brokerConfigs.staticCleaner, name);
+    const builtIn = canonicalValue(type, cleanerSettingDefault(name));
+    if (staticValue !== builtIn) add(staticValue, ConfigSource.STATIC_BROKER_CONFIG);
+    add(builtIn, ConfigSource.DEFAULT_CONFIG);
+    return {
+      name,
+      value: cleanerSettingValue(services.config.cleaner, name),
+      readOnly: !isDynamicCleanerSetting(name),
+      synonyms,
+      type: TYPE_IDS[type],
+      doc: CLEANER_SETTING_DOCS[name],
+    };
+  };
 
   const brokerSettings = (): Described[] => {
-    const described: Described[] = [];
-    for (const [brokerName, topicName] of DYNAMIC_BROKER_SETTINGS) {
-      const synonyms = brokerDefaultSynonyms(topicName);
-      described.push({
-        name: brokerName,
-        value: synonyms[0]!.value!,
-        readOnly: false,
-        synonyms,
-        type: TOPIC_CONFIG_TYPE_IDS[topicConfigType(topicName)],
-        doc: `The default ${topicName} of topics that do not set their own. ${TOPIC_CONFIG_DOCS[topicName]}`,
-      });
-    }
+    const described: Described[] = [...BROKER_TOPIC_DEFAULT_NAMES.map(topicDefault), ...CLEANER_SETTING_NAMES.map(cleanerSetting)];
     for (const setting of STATIC_BROKER_SETTINGS) {
       const value = setting.value(services.config);
       const builtIn = setting.value(defaults);
@@ -266,15 +394,10 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     Object.entries(brokerConfigs.get({ kind: "cluster" }))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([name, value]) => {
-        const topicName = DYNAMIC_BROKER_SETTINGS.get(name)!;
-        return {
-          name,
-          value,
-          readOnly: false,
-          synonyms: [{ name, value, source: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG }],
-          type: TOPIC_CONFIG_TYPE_IDS[topicConfigType(topicName)],
-          doc: `The default ${topicName} of topics that do not set their own. ${TOPIC_CONFIG_DOCS[topicName]}`,
-        };
+        const described = isCleanerSetting(name) ? cleanerSetting(name) : topicDefault(name);
+        const type = isCleanerSetting(name) ? cleanerSettingType(name) : topicConfigType(topicConfigForBrokerConfig(name)!);
+        const shown = canonicalValue(type, value);
+        return { ...described, value: shown, synonyms: [{ name, value: shown, source: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG }] };
       });
 
   const failure = (
@@ -297,10 +420,12 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     const selfId = ownership.selfId;
     switch (resource.resourceType) {
       case ConfigResourceType.TOPIC: {
-        const reason = topicNameInvalidReason(name);
+        if (name === "") return failure(resource, ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty");
+        const reason = configTopicNameProblem(name);
         if (reason !== null) return failure(resource, ErrorCode.INVALID_TOPIC_EXCEPTION, reason);
         const topic = topics.get(name);
-        if (topic === undefined) return failure(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, `The topic '${name}' does not exist.`);
+        // Apache 4.1.1 answers an unknown topic with an empty message, whatever the version.
+        if (topic === undefined) return failure(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "");
         return topicConfigs(topic.configs);
       }
       case ConfigResourceType.BROKER: {

@@ -7,25 +7,17 @@
  * - Any resource: the same (type, name) twice in one request -> INVALID_REQUEST for every copy; a config
  *   name twice in one resource -> INVALID_REQUEST; a null value for anything but DELETE -> INVALID_REQUEST;
  *   an unknown operation -> INVALID_REQUEST.
- * - TOPIC (2): "" -> INVALID_REQUEST; an illegal name -> INVALID_TOPIC_EXCEPTION; APPEND / SUBTRACT on a
- *   config that is not a LIST -> INVALID_CONFIG; the merged configs are validated with the topic config
- *   rules -> INVALID_CONFIG (before the existence check, as Apache); unknown topic ->
- *   UNKNOWN_TOPIC_OR_PARTITION. The new configs are durable (TopicStore.setConfigs) before the answer.
- * - BROKER (4): "" is the cluster-wide default, this broker's id its own layer (see
- *   storage/broker-config-store.ts); another id or a non-integer -> INVALID_REQUEST. Only the
- *   broker-level topic defaults (log.retention.ms, log.retention.bytes, log.segment.bytes, log.roll.ms,
- *   message.max.bytes, log.message.timestamp.type, log.cleanup.policy) can change; any other name ->
- *   INVALID_REQUEST "Cannot update these configs dynamically: Set(...)", Apache's answer for a
- *   non-dynamic config (deleting such a name succeeds and changes nothing, as in Apache). Invalid
- *   values -> INVALID_REQUEST (Apache's code for broker configs). The change is durable before the
- *   answer, then applied to services.config.topicConfigDefaults, so topics without their own value
- *   follow it at once.
+ * - TOPIC (2) and BROKER (4): as config-changes.ts describes, shared with AlterConfigs. APPEND or
+ *   SUBTRACT on a topic config that is not a LIST -> INVALID_CONFIG "Can't APPEND to key X because its
+ *   type is not LIST."; on a broker config -> INVALID_CONFIG "Config value append is not allowed for
+ *   config key: X". A topic or broker layer without its own value appends to the default it inherits.
+ *   Deleting a broker config that cannot be set at runtime (or does not exist) changes nothing and
+ *   succeeds, as in Apache.
  * - BROKER_LOGGER (8): Apache's id checks; bunka has no named loggers, so every logger is unknown
  *   (INVALID_CONFIG "Logger X does not exist!").
  * - CLIENT_METRICS (16), GROUP (32): INVALID_REQUEST (bunka has neither); other types: INVALID_REQUEST
  *   "Unknown resource type N".
- * validateOnly runs every check and changes nothing. Requests are applied one at a time, so two
- * concurrent changes to one resource cannot lose either's update.
+ * validateOnly runs every check and changes nothing.
  *
  * By version: v1 is v0 made flexible.
  *
@@ -35,15 +27,12 @@
  * INVALID_REQUEST, as Apache does for the same mistake on a broker resource.
  */
 import {
-  BROKER_CONFIG_FOR_TOPIC_CONFIG,
-  TOPIC_CONFIG_DEFAULTS,
-  brokerTopicDefaultProblem,
   isTopicConfigName,
+  TOPIC_CONFIG_DEFAULTS,
+  type TopicConfigName,
   topicConfigForBrokerConfig,
-  topicConfigProblems,
   topicConfigType,
 } from "../domain/topic-config.ts";
-import { topicNameInvalidReason } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type {
   IncrementalAlterConfigsRequest,
@@ -56,6 +45,16 @@ import type {
 } from "../protocol/generated/incremental-alter-configs-response.ts";
 import type { BrokerConfigLayer } from "../storage/broker-config-store.ts";
 import { ConfigResourceType, parseBrokerId } from "./32-describe-configs.ts";
+import {
+  brokerLayerOf,
+  ConfigChanges,
+  isOutcome,
+  OK,
+  type Outcome,
+  refuse,
+  requestedConfigsProblem,
+  staticBrokerConfigsProblem,
+} from "./config-changes.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -66,10 +65,6 @@ const OPERATION_NAMES = ["SET", "DELETE", "APPEND", "SUBTRACT"] as const;
 type Resource = IncrementalAlterConfigsRequest_AlterConfigsResource;
 type Op = IncrementalAlterConfigsRequest_AlterableConfig;
 type Response = IncrementalAlterConfigsResponse_AlterConfigsResourceResponseInit;
-type Outcome = { errorCode: number; errorMessage: string | null };
-
-const OK: Outcome = { errorCode: ErrorCode.NONE, errorMessage: null };
-const refuse = (errorCode: number, errorMessage: string): Outcome => ({ errorCode, errorMessage });
 
 /**
  * Java's String.split(","), which Apache uses on list values: trailing empty strings are dropped, but an
@@ -98,85 +93,53 @@ function applyListOperation(operation: number, current: string, opValue: string)
 
 /** The checks every resource type shares; null when the operations are well-formed. */
 function operationsProblem(ops: readonly Op[]): Outcome | null {
-  const names = new Set<string>();
-  for (const op of ops) {
-    if (names.has(op.name)) return refuse(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys");
-    names.add(op.name);
-  }
-  for (const op of ops) {
-    if (op.configOperation < 0 || op.configOperation > 3) {
-      return refuse(ErrorCode.INVALID_REQUEST, `Unknown operations type ${op.configOperation}`);
-    }
-    if (op.configOperation !== ConfigOperation.DELETE && op.value === null) {
-      return refuse(ErrorCode.INVALID_REQUEST, `Null value not supported for : ${op.name}`);
-    }
-  }
-  return null;
+  const malformed = requestedConfigsProblem(ops, (op) => op.configOperation !== ConfigOperation.DELETE);
+  if (malformed !== null) return malformed;
+  const unknown = ops.find((op) => op.configOperation < 0 || op.configOperation > 3);
+  return unknown === undefined ? null : refuse(ErrorCode.INVALID_REQUEST, `Unknown operations type ${unknown.configOperation}`);
 }
 
 export function incrementalAlterConfigsHandler(
   services: BrokerServices,
+  changes: ConfigChanges = new ConfigChanges(services),
 ): Handler<IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponseInit> {
-  const { topics, brokerConfigs, ownership } = services;
-  let tail: Promise<unknown> = Promise.resolve();
+  const { brokerConfigs, ownership } = services;
 
-  const alterTopic = async (resource: Resource, validateOnly: boolean): Promise<Outcome> => {
-    const name = resource.resourceName;
-    if (name === "") return refuse(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.");
-    const nameReason = topicNameInvalidReason(name);
-    if (nameReason !== null) return refuse(ErrorCode.INVALID_TOPIC_EXCEPTION, nameReason);
-    const malformed = operationsProblem(resource.configs);
-    if (malformed !== null) return malformed;
-
-    const topic = topics.get(name);
-    const current = topic?.configs ?? {};
-    // No prototype: a config named "__proto__" must be an ordinary (unknown, refused) key.
-    const merged: Record<string, string> = Object.assign(Object.create(null), current);
-    for (const op of resource.configs) {
-      switch (op.configOperation) {
-        case ConfigOperation.SET:
-          merged[op.name] = op.value!;
-          break;
-        case ConfigOperation.DELETE:
-          delete merged[op.name];
-          break;
-        default: {
-          if (!isTopicConfigName(op.name) || topicConfigType(op.name) !== "LIST") {
-            const verb = OPERATION_NAMES[op.configOperation];
-            return refuse(ErrorCode.INVALID_CONFIG, `Can't ${verb} to key ${op.name} because its type is not LIST.`);
+  const alterTopic = (resource: Resource, validateOnly: boolean): Promise<Outcome> =>
+    changes.alterTopic(
+      resource.resourceName,
+      (current) => {
+        const malformed = operationsProblem(resource.configs);
+        if (malformed !== null) return malformed;
+        // No prototype: a config named "__proto__" must be an ordinary (unknown, refused) key.
+        const merged: Record<string, string> = Object.assign(Object.create(null), current);
+        for (const op of resource.configs) {
+          switch (op.configOperation) {
+            case ConfigOperation.SET:
+              merged[op.name] = op.value!;
+              break;
+            case ConfigOperation.DELETE:
+              delete merged[op.name];
+              break;
+            default: {
+              if (!isTopicConfigName(op.name) || topicConfigType(op.name) !== "LIST") {
+                const verb = OPERATION_NAMES[op.configOperation];
+                return refuse(ErrorCode.INVALID_CONFIG, `Can't ${verb} to key ${op.name} because its type is not LIST.`);
+              }
+              // A topic without its own value starts from the default it inherits.
+              const base = merged[op.name] ?? services.config.topicConfigDefaults[op.name] ?? TOPIC_CONFIG_DEFAULTS[op.name];
+              merged[op.name] = applyListOperation(op.configOperation, base, op.value!);
+            }
           }
-          // A topic without its own value starts from the default it inherits.
-          const base = merged[op.name] ?? services.config.topicConfigDefaults[op.name] ?? TOPIC_CONFIG_DEFAULTS[op.name];
-          merged[op.name] = applyListOperation(op.configOperation, base, op.value!);
         }
-      }
-    }
-    const problem = topicConfigProblems(merged)[0];
-    if (problem !== undefined) return refuse(ErrorCode.INVALID_CONFIG, problem.reason);
-    if (topic === undefined) return refuse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, `The topic '${name}' does not exist.`);
-    if (validateOnly || sameConfigs(current, merged)) return OK;
+        return merged;
+      },
+      validateOnly,
+    );
 
-    const changed = await topics.setConfigs(name, merged);
-    if (!changed.ok) {
-      const message = changed.error === "UNKNOWN_TOPIC_OR_PARTITION" ? `The topic '${name}' does not exist.` : changed.message;
-      return refuse(ErrorCode[changed.error], message);
-    }
-    services.log.info("altered topic configs", { topic: name, configs: merged });
-    return OK;
-  };
-
-  const alterBroker = async (resource: Resource, validateOnly: boolean): Promise<Outcome> => {
-    const name = resource.resourceName;
-    const selfId = ownership.selfId;
-    let layer: BrokerConfigLayer;
-    if (name === "") {
-      layer = { kind: "cluster" };
-    } else {
-      const id = parseBrokerId(name);
-      if (id === undefined) return refuse(ErrorCode.INVALID_REQUEST, `Node id must be an integer, but it is: ${name}`);
-      if (id !== selfId) return refuse(ErrorCode.INVALID_REQUEST, `Unexpected broker id, expected ${selfId}, but received ${name}`);
-      layer = { kind: "broker", brokerId: id };
-    }
+  const alterBroker = (resource: Resource, validateOnly: boolean): Promise<Outcome> | Outcome => {
+    const layer = brokerLayerOf(resource.resourceName, ownership.selfId);
+    if (isOutcome(layer)) return layer;
     const malformed = operationsProblem(resource.configs);
     if (malformed !== null) return malformed;
     for (const op of resource.configs) {
@@ -189,48 +152,37 @@ export function incrementalAlterConfigsHandler(
     }
     // Apache checks only the configs a request sets: deleting one that cannot be set dynamically (or
     // that does not exist) changes nothing and succeeds.
-    const fixed = resource.configs
-      .filter((op) => op.configOperation !== ConfigOperation.DELETE && topicConfigForBrokerConfig(op.name) === undefined)
-      .map((op) => op.name);
-    if (fixed.length > 0) {
-      return refuse(ErrorCode.INVALID_REQUEST, `Cannot update these configs dynamically: Set(${fixed.join(", ")})`);
-    }
-
-    const current = brokerConfigs.get(layer);
-    const merged: Record<string, string> = { ...current };
-    for (const op of resource.configs) {
-      const topicName = topicConfigForBrokerConfig(op.name);
-      if (topicName === undefined) continue; // a DELETE of a config that is never stored
-      switch (op.configOperation) {
-        case ConfigOperation.SET:
-          merged[op.name] = op.value!;
-          break;
-        case ConfigOperation.DELETE:
-          delete merged[op.name];
-          break;
-        default: {
-          const base = merged[op.name] ?? inheritedBrokerDefault(layer, topicName);
-          merged[op.name] = applyListOperation(op.configOperation, base, op.value!);
+    const fixed = staticBrokerConfigsProblem(resource.configs.filter((op) => op.configOperation !== ConfigOperation.DELETE).map((op) => op.name));
+    if (fixed !== null) return fixed;
+    return changes.alterBroker(
+      layer,
+      (current) => {
+        const merged: Record<string, string> = { ...current };
+        for (const op of resource.configs) {
+          switch (op.configOperation) {
+            case ConfigOperation.SET:
+              merged[op.name] = op.value!;
+              break;
+            case ConfigOperation.DELETE:
+              delete merged[op.name];
+              break;
+            default:
+              merged[op.name] = applyListOperation(op.configOperation, merged[op.name] ?? inheritedBrokerDefault(layer, op.name), op.value!);
+          }
         }
-      }
-    }
-    for (const brokerName of Object.keys(merged).sort()) {
-      const problem = brokerTopicDefaultProblem(brokerName, merged[brokerName]!);
-      // Apache validates broker configs in DynamicBrokerConfig, which answers INVALID_REQUEST.
-      if (problem !== null) return refuse(ErrorCode.INVALID_REQUEST, problem.reason);
-    }
-    if (validateOnly || sameConfigs(current, merged)) return OK;
-
-    await brokerConfigs.set(layer, merged);
-    services.config.topicConfigDefaults = brokerConfigs.topicDefaults();
-    services.log.info("altered broker configs", { resource: name === "" ? "cluster default" : `broker ${name}`, configs: merged });
-    return OK;
+        return merged;
+      },
+      validateOnly,
+    );
   };
 
-  /** What a broker layer's value replaces: the layers below it, then the built-in default. */
-  const inheritedBrokerDefault = (layer: BrokerConfigLayer, topicName: keyof typeof TOPIC_CONFIG_DEFAULTS): string => {
-    const brokerName = BROKER_CONFIG_FOR_TOPIC_CONFIG[topicName];
+  /**
+   * What a broker layer's value of a LIST topic default replaces: the layers below it, then the static
+   * value, then the built-in default. (APPEND and SUBTRACT reach no other broker config.)
+   */
+  const inheritedBrokerDefault = (layer: BrokerConfigLayer, brokerName: string): string => {
     const fromCluster = layer.kind === "broker" ? brokerConfigs.get({ kind: "cluster" })[brokerName] : undefined;
+    const topicName = topicConfigForBrokerConfig(brokerName) as TopicConfigName;
     return fromCluster ?? brokerConfigs.staticTopicDefaults[topicName] ?? TOPIC_CONFIG_DEFAULTS[topicName];
   };
 
@@ -297,10 +249,8 @@ export function incrementalAlterConfigsHandler(
     minVersion: 0,
     maxVersion: 1,
     handle(request) {
-      // One request at a time: each merges with the configs it read, so an overlap could lose an update.
-      const result = tail.then(() => run(request));
-      tail = result.catch(() => undefined);
-      return result;
+      // One request at a time (shared with AlterConfigs): each merges with the configs it read.
+      return changes.serialize(() => run(request));
     },
     errorResponse(request, errorCode) {
       return {
@@ -309,9 +259,4 @@ export function incrementalAlterConfigsHandler(
       };
     },
   };
-}
-
-function sameConfigs(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
 }

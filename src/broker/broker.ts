@@ -41,6 +41,7 @@ import { endTxnHandler } from "./26-end-txn.ts";
 import { writeTxnMarkersHandler } from "./27-write-txn-markers.ts";
 import { txnOffsetCommitHandler } from "./28-txn-offset-commit.ts";
 import { describeConfigsHandler } from "./32-describe-configs.ts";
+import { alterConfigsHandler } from "./33-alter-configs.ts";
 import { createPartitionsHandler } from "./37-create-partitions.ts";
 import { deleteGroupsHandler } from "./42-delete-groups.ts";
 import { incrementalAlterConfigsHandler } from "./44-incremental-alter-configs.ts";
@@ -49,6 +50,7 @@ import { describeClusterHandler } from "./60-describe-cluster.ts";
 import { describeProducersHandler } from "./61-describe-producers.ts";
 import { describeTransactionsHandler } from "./65-describe-transactions.ts";
 import { listTransactionsHandler } from "./66-list-transactions.ts";
+import { ConfigChanges } from "./config-changes.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
@@ -99,9 +101,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const brokerConfigs = await BrokerConfigStore.open(fs, config.dataDir, {
     brokerId: config.brokerId,
     staticTopicDefaults: config.topicConfigDefaults,
+    staticCleaner: config.cleaner,
   });
-  // Dynamic broker-level topic defaults (IncrementalAlterConfigs) override the static ones from here on.
+  // Dynamic broker configs (topic defaults, cleaner settings) override the static ones from here on.
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
+  config.cleaner = brokerConfigs.cleaner();
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
   const partitions = new PartitionManager(fs, clock, log, config, topics);
   await partitions.openAll(deps.onRecoveryProgress);
@@ -173,6 +177,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   };
 
   const registry = new HandlerRegistry();
+  // AlterConfigs and IncrementalAlterConfigs apply their changes one at a time, together.
+  const configChanges = new ConfigChanges(services);
   registry
     .register(produceHandler(services))
     .register(fetchHandler(services))
@@ -198,9 +204,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(writeTxnMarkersHandler(services))
     .register(txnOffsetCommitHandler(services))
     .register(describeConfigsHandler(services))
+    .register(alterConfigsHandler(services, configChanges))
     .register(createPartitionsHandler(services))
     .register(deleteGroupsHandler(services))
-    .register(incrementalAlterConfigsHandler(services))
+    .register(incrementalAlterConfigsHandler(services, configChanges))
     .register(offsetDeleteHandler(services))
     .register(describeClusterHandler(services))
     .register(describeProducersHandler(services))

@@ -1,3 +1,5 @@
+import { type CleanerConfig, DEFAULT_CLEANER_CONFIG } from "../domain/cleaner-config.ts";
+
 /**
  * The broker's configuration after parsing (cli/ turns flags, environment and the config file into this).
  * Names follow Apache Kafka's property names in camelCase, units last.
@@ -23,8 +25,19 @@ export interface BrokerConfig {
   autoCreateTopicsEnable: boolean;
   /** num.partitions: partitions of an auto-created topic, or CreateTopics with -1 */
   numPartitions: number;
-  /** Broker-level defaults of topic configs (log.retention.ms etc.), by topic config name. */
+  /**
+   * Broker-level defaults of topic configs (log.retention.ms, log.cleanup.policy, compression.type, ...),
+   * by topic config name. In the broker's own BrokerConfig (services.config) this is the set in effect:
+   * the static values overlaid with the dynamic ones, replaced by a new object whenever a dynamic change
+   * lands, so readers that look it up at each use follow changes at once.
+   */
   topicConfigDefaults: Record<string, string>;
+  /**
+   * The log cleaner's settings (log.cleaner.*). Like topicConfigDefaults, the broker's own BrokerConfig
+   * holds the settings in effect and gets a new object whenever IncrementalAlterConfigs or AlterConfigs
+   * change one: read `config.cleaner` when it is needed (each cleaning round) rather than keeping it.
+   */
+  cleaner: CleanerConfig;
   /** transaction.max.timeout.ms */
   transactionMaxTimeoutMs: number;
   /** producer.id.expiration.ms */
@@ -62,6 +75,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     autoCreateTopicsEnable: true,
     numPartitions: 1,
     topicConfigDefaults: {},
+    cleaner: { ...DEFAULT_CLEANER_CONFIG },
     transactionMaxTimeoutMs: 900000,
     producerIdExpirationMs: 86400000,
     groupInitialRebalanceDelayMs: 3000,

@@ -5,9 +5,10 @@
  * Two layers, as in Apache Kafka: the cluster-wide default (resource name "", DescribeConfigs source
  * DYNAMIC_DEFAULT_BROKER_CONFIG) and one layer per broker id (source DYNAMIC_BROKER_CONFIG), which wins
  * over the cluster default for that broker. Both sit above the static configuration (config file and
- * flags) and Apache's built-in defaults. Only the broker-level topic defaults (log.retention.ms, ...,
- * see BROKER_CONFIG_FOR_TOPIC_CONFIG) can be set here; values are keyed by their broker config name,
- * the name clients send.
+ * flags) and Apache's built-in defaults. Two kinds of broker config can be set here, keyed by their
+ * broker config name (the name clients send): the broker-level topic defaults (log.retention.ms, ...,
+ * see BROKER_CONFIG_FOR_TOPIC_CONFIG) and the log cleaner's dynamic settings (log.cleaner.threads, ...,
+ * see domain/cleaner-config.ts).
  *
  * A change is answered only once the file is durable (saveState: tmp, fsync, rename, fsync dir). Changes
  * run one at a time. A failed write poisons the store, as in TopicStore: memory may then disagree with
@@ -16,6 +17,12 @@
  * operator's retention setting would delete data or keep it longer than promised.
  */
 import { join } from "node:path";
+import {
+  applyCleanerSettings,
+  type CleanerConfig,
+  cleanerSettingProblem,
+  isDynamicCleanerSetting,
+} from "../domain/cleaner-config.ts";
 import { brokerTopicDefaultProblem, topicConfigForBrokerConfig } from "../domain/topic-config.ts";
 import { FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
@@ -45,6 +52,8 @@ export interface BrokerConfigStoreOptions {
    * are static and which dynamic.
    */
   staticTopicDefaults: Readonly<Record<string, string>>;
+  /** The cleaner settings from the static configuration (BrokerConfig.cleaner as the CLI built it). */
+  staticCleaner: Readonly<CleanerConfig>;
 }
 
 export class BrokerConfigStore {
@@ -54,6 +63,7 @@ export class BrokerConfigStore {
   readonly path: string;
   readonly brokerId: number;
   readonly staticTopicDefaults: Readonly<Record<string, string>>;
+  readonly staticCleaner: Readonly<CleanerConfig>;
 
   private constructor(
     private readonly fs: Fs,
@@ -64,6 +74,7 @@ export class BrokerConfigStore {
     this.path = join(dataDir, "__cluster", BROKER_CONFIGS_FILE);
     this.brokerId = options.brokerId;
     this.staticTopicDefaults = Object.freeze({ ...options.staticTopicDefaults });
+    this.staticCleaner = Object.freeze({ ...options.staticCleaner });
     this.body = body;
   }
 
@@ -117,11 +128,37 @@ export class BrokerConfigStore {
    * broker's own layer.
    */
   topicDefaults(): Record<string, string> {
+    return this.topicDefaultsWith(this.get({ kind: "cluster" }), this.get({ kind: "broker", brokerId: this.brokerId }));
+  }
+
+  /** The cleaner settings in effect on this broker (BrokerConfig.cleaner): static, then cluster, then own layer. */
+  cleaner(): CleanerConfig {
+    return this.cleanerWith(this.get({ kind: "cluster" }), this.get({ kind: "broker", brokerId: this.brokerId }));
+  }
+
+  /**
+   * What topicDefaults() and cleaner() would give if `layer` held `configs`: handlers check a change
+   * against the settings it would produce before storing it.
+   */
+  effectiveWith(layer: BrokerConfigLayer, configs: Readonly<Record<string, string>>): { topicDefaults: Record<string, string>; cleaner: CleanerConfig } {
+    const cluster = layer.kind === "cluster" ? configs : this.get({ kind: "cluster" });
+    const own = layer.kind === "broker" && layer.brokerId === this.brokerId ? configs : this.get({ kind: "broker", brokerId: this.brokerId });
+    return { topicDefaults: this.topicDefaultsWith(cluster, own), cleaner: this.cleanerWith(cluster, own) };
+  }
+
+  private topicDefaultsWith(...layers: Readonly<Record<string, string>>[]): Record<string, string> {
     const result: Record<string, string> = { ...this.staticTopicDefaults };
-    for (const layer of [this.get({ kind: "cluster" }), this.get({ kind: "broker", brokerId: this.brokerId })]) {
-      for (const [brokerName, value] of Object.entries(layer)) result[topicConfigForBrokerConfig(brokerName)!] = value;
+    for (const layer of layers) {
+      for (const [brokerName, value] of Object.entries(layer)) {
+        const topicName = topicConfigForBrokerConfig(brokerName);
+        if (topicName !== undefined) result[topicName] = value;
+      }
     }
     return result;
+  }
+
+  private cleanerWith(...layers: Readonly<Record<string, string>>[]): CleanerConfig {
+    return layers.reduce<CleanerConfig>((config, layer) => applyCleanerSettings(config, layer), { ...this.staticCleaner });
   }
 }
 
@@ -129,6 +166,11 @@ export class BrokerConfigStore {
 function configsProblem(configs: Readonly<Record<string, unknown>>): string | null {
   for (const [name, value] of Object.entries(configs)) {
     if (typeof value !== "string") return `${name} is not a string`;
+    if (isDynamicCleanerSetting(name)) {
+      const problem = cleanerSettingProblem(name, value);
+      if (problem !== null) return problem;
+      continue;
+    }
     const problem = brokerTopicDefaultProblem(name, value);
     if (problem !== null) return problem.reason;
   }

@@ -52,6 +52,8 @@ import * as txnOffsetCommitRequest from "./txn-offset-commit-request.ts";
 import * as txnOffsetCommitResponse from "./txn-offset-commit-response.ts";
 import * as describeConfigsRequest from "./describe-configs-request.ts";
 import * as describeConfigsResponse from "./describe-configs-response.ts";
+import * as alterConfigsRequest from "./alter-configs-request.ts";
+import * as alterConfigsResponse from "./alter-configs-response.ts";
 import * as createPartitionsRequest from "./create-partitions-request.ts";
 import * as createPartitionsResponse from "./create-partitions-response.ts";
 import * as deleteGroupsRequest from "./delete-groups-request.ts";
@@ -434,6 +436,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: describeConfigsResponse.encodeDescribeConfigsResponse,
     defaultRequest: describeConfigsRequest.defaultDescribeConfigsRequest,
     defaultResponse: describeConfigsResponse.defaultDescribeConfigsResponse,
+  },
+  {
+    apiKey: 33,
+    name: "AlterConfigs",
+    minVersion: alterConfigsRequest.AlterConfigsRequestSchema.minVersion,
+    maxVersion: alterConfigsRequest.AlterConfigsRequestSchema.maxVersion,
+    flexibleMinVersion: alterConfigsRequest.AlterConfigsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: alterConfigsRequest.AlterConfigsRequestSchema.latestVersionUnstable,
+    decodeRequest: alterConfigsRequest.decodeAlterConfigsRequest,
+    encodeRequest: alterConfigsRequest.encodeAlterConfigsRequest,
+    decodeResponse: alterConfigsResponse.decodeAlterConfigsResponse,
+    encodeResponse: alterConfigsResponse.encodeAlterConfigsResponse,
+    defaultRequest: alterConfigsRequest.defaultAlterConfigsRequest,
+    defaultResponse: alterConfigsResponse.defaultAlterConfigsResponse,
   },
   {
     apiKey: 37,
