@@ -53,18 +53,20 @@ const failure = (index: number, errorCode: number, errorMessage: string | null):
   errorMessage,
 });
 
-const CODEC_OF_COMPRESSION_TYPE: Readonly<Record<string, number>> = {
-  uncompressed: CompressionCodec.none,
-  gzip: CompressionCodec.gzip,
-  snappy: CompressionCodec.snappy,
-  lz4: CompressionCodec.lz4,
-  zstd: CompressionCodec.zstd,
-};
-
 /** The codec the topic's compression.type stores batches in, or "producer" to keep the producer's. */
 function targetCodecOf(config: TopicConfig): number | "producer" {
-  const type = (config as { compressionType?: string }).compressionType ?? "producer";
-  return CODEC_OF_COMPRESSION_TYPE[type] ?? "producer";
+  return config.compressionType === "producer"
+    ? "producer"
+    : config.compressionType === "uncompressed"
+      ? CompressionCodec.none
+      : CompressionCodec[config.compressionType];
+}
+
+/** compression.<codec>.level of the topic, for the codec that has levels. */
+function targetLevelOf(config: TopicConfig): number | undefined {
+  if (config.compressionType === "gzip") return config.compressionGzipLevel;
+  if (config.compressionType === "zstd") return config.compressionZstdLevel;
+  return undefined;
 }
 
 export function produceHandler(services: BrokerServices): Handler<ProduceRequest, ProduceResponseInit> {
@@ -98,6 +100,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       compacted: config.cleanupPolicy.compact,
       logAppendTime: config.messageTimestampType === "LogAppendTime",
       targetCodec: targetCodecOf(config),
+      targetLevel: targetLevelOf(config),
       maxBatchBytes: config.maxMessageBytes,
     });
     if (!prepared.ok) {

@@ -9,6 +9,9 @@
  *     records the client sent.
  *   - batches bunka compresses with each codec (one spanning several lz4 blocks and snappy chunks) are
  *     produced raw, and both clients' consumers must read exactly those records back.
+ *   - the topic config compression.type: librdkafka's idempotent producer sends lz4 and uncompressed
+ *     batches (tests/interop/python/produce_consume.py) to topics that store zstd and gzip; every stored
+ *     batch is in the topic's codec with the producer's sequences, and librdkafka's consumer reads it all.
  *
  *   bun test --timeout 300000 tests/interop/compression.test.ts
  */
@@ -35,6 +38,9 @@ const BUNKA_BATCHES = [1500, 1, 499];
 const JAVA_SOURCE = join(import.meta.dir, "java", "CompressionCheck.java");
 const JAVA_CLASSES = join(REPO_ROOT, ".cache", "java-classes", "compression");
 const PYTHON_SCRIPT = join(import.meta.dir, "python", "compression_check.py");
+const PRODUCE_CONSUME_SCRIPT = join(import.meta.dir, "python", "produce_consume.py");
+/** Producer codec -> the topic's compression.type, for the recompression test. */
+const RECOMPRESSED = { lz4: "zstd", none: "gzip" } as const;
 const JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx256m", `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`];
 
 /** Record i of a codec, the same in the Java program, the Python script and here. */
@@ -60,9 +66,15 @@ async function compileJava(): Promise<void> {
   await run("javac CompressionCheck.java", ["javac", "-nowarn", "-d", JAVA_CLASSES, "-cp", `${libs}/*`, JAVA_SOURCE], 120_000);
 }
 
-async function createTopics(names: string[]): Promise<void> {
+async function createTopics(names: string[], configs: Record<string, string> = {}): Promise<void> {
   const created = await client.request(19, 7, {
-    topics: names.map((name) => ({ name, numPartitions: 1, replicationFactor: 1, assignments: [], configs: [] })),
+    topics: names.map((name) => ({
+      name,
+      numPartitions: 1,
+      replicationFactor: 1,
+      assignments: [],
+      configs: Object.entries(configs).map(([n, value]) => ({ name: n, value })),
+    })),
     timeoutMs: 10_000,
     validateOnly: false,
   });
@@ -121,6 +133,7 @@ beforeAll(async () => {
   broker = await startTestBroker({ autoCreateTopicsEnable: false });
   client = await WireClient.connect(broker.port);
   await createTopics(CODECS.flatMap((c) => [`java-${c}`, `rdk-${c}`, `bunka-${c}`]));
+  for (const [source, target] of Object.entries(RECOMPRESSED)) await createTopics([`ct-${source}`], { "compression.type": target });
   for (const codec of CODECS) await produceBunkaBatches(codec);
 }, TIMEOUT);
 
@@ -175,6 +188,33 @@ describe("compression with librdkafka (confluent-kafka)", () => {
         const want = expectedRecord(codec, i);
         expect([offset, key, value, h]).toEqual([i, want.key, want.value, want.h]);
       });
+    }
+  }, TIMEOUT);
+});
+
+describe("compression.type with librdkafka (confluent-kafka)", () => {
+  test("an idempotent producer's lz4 and uncompressed batches are stored in the topic's codec and read back", async () => {
+    const stdout = await run(
+      "produce_consume.py",
+      [VENV_PYTHON, PRODUCE_CONSUME_SCRIPT, broker.bootstrap, "ct-", "500", ...Object.keys(RECOMPRESSED)],
+      TIMEOUT - 60_000,
+    );
+    const output = JSON.parse(stdout.trim().split("\n").pop()!) as { results: Record<string, Record<string, unknown>> };
+    for (const [source, target] of Object.entries(RECOMPRESSED)) {
+      const r = output.results[source]!;
+      const summary = `${source} -> ${target}: ${JSON.stringify(r)}`;
+      expect([r.delivered, r.undelivered, r.delivery_errors, r.fatal_errors], summary).toEqual([500, 0, [], []]);
+      expect([r.offsets_in_order, r.consumed, r.content_matches, r.consumer_errors], summary).toEqual([true, 500, true, []]);
+      const contents = await readPartitionFully(client, `ct-${source}`, 0);
+      expect(contents.records.length).toBe(500);
+      expect(contents.batches.map((b) => b.header.compression), summary).toEqual(contents.batches.map(() => CompressionCodec[target]));
+      // The rebuilt batches keep the idempotent producer's sequences: one producer id, no gaps.
+      expect(new Set(contents.batches.map((b) => b.header.producerId)).size).toBe(1);
+      let sequence = 0;
+      for (const b of contents.batches) {
+        expect([b.header.baseSequence, b.header.baseOffset]).toEqual([sequence, sequence]);
+        sequence += b.header.recordsCount;
+      }
     }
   }, TIMEOUT);
 });

@@ -1,15 +1,19 @@
 /**
- * Produce-time validation of the records inside a batch run against Apache Kafka 4.1.1 and bunka with the
- * same bytes (tests/support/produce-cases.ts): every case's error code is Apache's (or the documented
- * bunka deviation), and record errors and messages are Apache's word for word.
+ * Produce-time validation of the records inside a batch, and recompression by compression.type, run
+ * against Apache Kafka 4.1.1 and bunka with the same bytes (tests/support/produce-cases.ts): every case's
+ * error code is Apache's (or the documented bunka deviation), record errors and messages are Apache's
+ * word for word, and a recompressed batch is stored with the header fields Apache gives it.
  *
  *   bun test --timeout 300000 tests/interop/produce-validation-reference.test.ts
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { CompressionCodec } from "../../src/protocol/records/record-batch.ts";
 import { startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
 import { buildBatch } from "../support/batch-builder.ts";
+import { compressBatch } from "../support/codec-inputs.ts";
 import { PRODUCE_CASES } from "../support/produce-cases.ts";
+import { readPartitionFully, utf8 } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -17,6 +21,8 @@ const TIMEOUT = 180_000;
 const TOPICS = [
   { name: "ref-plain", configs: {} },
   { name: "ref-compacted", configs: { "cleanup.policy": "compact" } },
+  { name: "ref-gzip", configs: { "compression.type": "gzip" } },
+  { name: "ref-uncompressed", configs: { "compression.type": "uncompressed" } },
 ];
 
 interface PartitionAnswer {
@@ -96,6 +102,38 @@ describe("record validation: bunka answers as Apache Kafka 4.1.1", () => {
         // Where Apache explains itself (record errors), bunka says the same words.
         if (fromApache.recordErrors.length > 0) expect(fromBunka.errorMessage, what).toBe(fromApache.errorMessage);
       }
+    }
+  }, TIMEOUT);
+});
+
+describe("compression.type: a recompressed batch is stored as Apache stores it", () => {
+  test("lz4 and uncompressed batches on a gzip topic, a gzip batch on an uncompressed topic: same headers and records", async () => {
+    const nowMs = Date.now();
+    const records = Array.from({ length: 30 }, (_, i) => ({ key: `k${i}`, value: `value ${i} `.repeat(10), timestampMs: nowMs + (i % 4) }));
+    const idempotent = { producerId: 7, producerEpoch: 0 };
+    const batches: [topic: string, build: () => Uint8Array][] = [
+      ["ref-gzip", () => compressBatch(buildBatch({ records, maxTimestampMs: nowMs + 100 }), CompressionCodec.lz4)],
+      ["ref-gzip", () => buildBatch({ records, ...idempotent, baseSequence: 0 })],
+      ["ref-uncompressed", () => compressBatch(buildBatch({ records, ...idempotent, baseSequence: 30 }), CompressionCodec.gzip)],
+    ];
+    for (const [topic, build] of batches) {
+      for (const client of Object.values(clients)) expect((await produce(client, topic, build(), 11)).errorCode).toBe(ErrorCode.NONE);
+    }
+    for (const topic of ["ref-gzip", "ref-uncompressed"]) {
+      const [a, b] = await Promise.all([readPartitionFully(clients.apache, topic, 0), readPartitionFully(clients.bunka, topic, 0)]);
+      const shape = (contents: typeof a) =>
+        contents.batches.map((batch) => ({
+          baseOffset: batch.header.baseOffset,
+          compression: batch.header.compression,
+          timestampType: batch.header.timestampType,
+          baseTimestampMs: batch.header.baseTimestampMs,
+          maxTimestampMs: batch.header.maxTimestampMs,
+          producer: [batch.header.producerId, batch.header.producerEpoch, batch.header.baseSequence],
+          lastOffsetDelta: batch.header.lastOffsetDelta,
+          records: batch.records.map((r) => [r.offset, utf8(r.key), utf8(r.value), r.timestampMs]),
+        }));
+      // The first batch of each topic is the one produced at set-up, at another time on each broker.
+      expect(shape(b).slice(1)).toEqual(shape(a).slice(1));
     }
   }, TIMEOUT);
 });
