@@ -9,6 +9,14 @@
  * (the flag, the variable, or the file and line), because the CLI prints it as `bunka: <message>`.
  */
 import { type BrokerConfig, defaultBrokerConfig, FSYNC_MODES } from "../broker/config.ts";
+import {
+  applyCleanerSettings,
+  CLEANER_SETTING_NAMES,
+  cleanerSettingProblem,
+  type CleanerSettingName,
+  dedupeBufferProblem,
+} from "../domain/cleaner-config.ts";
+import { BROKER_CONFIG_FOR_TOPIC_CONFIG, brokerTopicDefaultProblem, topicConfigProblems, type TopicConfigName } from "../domain/topic-config.ts";
 import { ConfigError } from "../errors/errors.ts";
 
 const INT32_MAX = 2147483647;
@@ -100,15 +108,37 @@ export function parseHostPort(value: string, origin: Origin, minPort: number): {
 const logLevels = ["debug", "info", "warn", "error"] as const;
 const logFormats = ["text", "json"] as const;
 
-/** A broker-level default for a topic config: Apache's `log.*` property names map to topic config names. */
-function topicDefault(fileKey: string, topicKey: string, min: number, max = Number.MAX_SAFE_INTEGER): Setting {
+/**
+ * A broker-level default of a topic config, under Apache's broker property name (log.retention.ms for
+ * retention.ms, log.cleanup.policy, compression.type, min.insync.replicas, ...), checked with the topic
+ * config's rules and Apache's wording.
+ */
+function topicDefault(topicName: TopicConfigName, fileKey: string): Setting {
   return {
     fileKey,
     apply: (c, v, o) => {
-      c.topicConfigDefaults = { ...c.topicConfigDefaults, [topicKey]: String(parseInteger(v, o, min, max)) };
+      const problem = brokerTopicDefaultProblem(fileKey, v);
+      if (problem !== null) throw new ConfigError(`${o}: ${problem.reason}`);
+      c.topicConfigDefaults = { ...c.topicConfigDefaults, [topicName]: v.trim() };
     },
   };
 }
+
+/** A log cleaner setting (log.cleaner.threads, ...), with Apache's type and bounds. */
+function cleanerSetting(fileKey: CleanerSettingName): Setting {
+  return {
+    fileKey,
+    apply: (c, v, o) => {
+      const problem = cleanerSettingProblem(fileKey, v);
+      if (problem !== null) throw new ConfigError(`${o}: ${problem}`);
+      c.cleaner = applyCleanerSettings(c.cleaner, { [fileKey]: v });
+    },
+  };
+}
+
+const TOPIC_DEFAULT_SETTINGS: readonly Setting[] = Object.entries(BROKER_CONFIG_FOR_TOPIC_CONFIG).map(([topicName, fileKey]) =>
+  topicDefault(topicName as TopicConfigName, fileKey!),
+);
 
 export const SETTINGS: readonly Setting[] = [
   { fileKey: "data.dir", flag: "data-dir", env: "BUNKA_DATA_DIR", apply: (c, v, o) => void (c.dataDir = parseNonEmpty(v, o)) },
@@ -153,11 +183,8 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "max.connections", apply: (c, v, o) => void (c.maxConnections = parseInteger(v, o, 1, INT32_MAX)) },
   { fileKey: "auto.create.topics.enable", apply: (c, v, o) => void (c.autoCreateTopicsEnable = parseBoolean(v, o)) },
   { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
-  // -1 means unlimited for both retention settings; a segment must hold at least one record (Apache: 14).
-  topicDefault("log.retention.ms", "retention.ms", -1),
-  topicDefault("log.retention.bytes", "retention.bytes", -1),
-  topicDefault("log.segment.bytes", "segment.bytes", 14, INT32_MAX),
-  topicDefault("log.roll.ms", "segment.ms", 1),
+  ...TOPIC_DEFAULT_SETTINGS,
+  ...CLEANER_SETTING_NAMES.map(cleanerSetting),
   { fileKey: "transaction.max.timeout.ms", apply: (c, v, o) => void (c.transactionMaxTimeoutMs = parseInteger(v, o, 1, INT32_MAX)) },
   { fileKey: "producer.id.expiration.ms", apply: (c, v, o) => void (c.producerIdExpirationMs = parseInteger(v, o, 1, INT32_MAX)) },
   {
@@ -285,5 +312,16 @@ export function parseServeArgs(
   for (const { setting, value, origin } of [...fileAssignments, ...envAssignments, ...flags.assignments]) {
     setting.apply(config, value, origin);
   }
+  // The checks that involve two settings, which Apache makes when it starts.
+  const where = configPath === undefined ? "config" : `config file ${quote(configPath)}`;
+  if (config.cleaner.threads < 1) throw new ConfigError(`${where}: log.cleaner.threads must be at least 1, got ${config.cleaner.threads}`);
+  const dedupe = dedupeBufferProblem(config.cleaner);
+  if (dedupe !== null) {
+    throw new ConfigError(
+      `${where}: ${dedupe} (log.cleaner.dedupe.buffer.size=${config.cleaner.dedupeBufferSizeBytes}, log.cleaner.threads=${config.cleaner.threads})`,
+    );
+  }
+  const conflict = topicConfigProblems({}, config.topicConfigDefaults)[0];
+  if (conflict !== undefined) throw new ConfigError(`${where}: ${conflict.reason}`);
   return config;
 }

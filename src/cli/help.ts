@@ -114,7 +114,13 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
     max.connections                   (default 10000)
     auto.create.topics.enable         (default true)
     num.partitions                    (default 1)
-    log.retention.ms, log.retention.bytes, log.segment.bytes, log.roll.ms  (topic defaults)
+    log.retention.ms, log.retention.bytes, log.segment.bytes, log.roll.ms, log.cleanup.policy,
+    log.cleaner.min.cleanable.ratio, log.cleaner.delete.retention.ms, log.cleaner.min.compaction.lag.ms,
+    log.cleaner.max.compaction.lag.ms, compression.type, message.max.bytes, min.insync.replicas, ...
+                                      (the broker-level default of every topic config; see the README)
+    log.cleaner.enable, log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
+    log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size, log.cleaner.io.buffer.load.factor,
+    log.cleaner.backoff.ms            (the log cleaner; Apache's defaults)
     transaction.max.timeout.ms        (default 900000)
     producer.id.expiration.ms         (default 86400000)
     group.initial.rebalance.delay.ms  (default 3000)

@@ -264,9 +264,101 @@ describe("config file", () => {
     expect(message).toContain("f line 3");
     expect(message).toContain("auto.create.topics.enable");
     expect(configError(() => parse(["--config", "f"], {}, files({ f: "num.partitions=0" })))).toContain("out of range");
-    expect(configError(() => parse(["--config", "f"], {}, files({ f: "log.segment.bytes=13" })))).toContain("out of range");
-    expect(configError(() => parse(["--config", "f"], {}, files({ f: "log.retention.ms=-2" })))).toContain("out of range");
     expect(configError(() => parse(["--config", "f"], {}, files({ f: "socket.request.max.bytes=1e6" })))).toContain("integer");
+  });
+
+  test("broker-level topic defaults are checked with the topic config rules, in Apache's words", () => {
+    const refusal = (line: string) => configError(() => parse(["--config", "f"], {}, files({ f: line })));
+    expect(refusal("log.segment.bytes=13")).toBe("f line 1 (log.segment.bytes): Invalid value 13 for configuration log.segment.bytes: Value must be at least 14");
+    expect(refusal("log.retention.ms=-2")).toBe("f line 1 (log.retention.ms): Invalid value -2 for configuration log.retention.ms: Value must be at least -1");
+    expect(refusal("log.cleanup.policy=shred")).toBe(
+      "f line 1 (log.cleanup.policy): Invalid value shred for configuration log.cleanup.policy: String must be one of: compact, delete",
+    );
+    expect(refusal("log.cleaner.min.cleanable.ratio=1.5")).toBe(
+      "f line 1 (log.cleaner.min.cleanable.ratio): Invalid value 1.5 for configuration log.cleaner.min.cleanable.ratio: Value must be no more than 1",
+    );
+    expect(refusal("compression.type=brotli")).toContain("String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer");
+    expect(refusal("min.insync.replicas=0")).toContain("Value must be at least 1");
+    expect(refusal("log.message.timestamp.after.max.ms=5")).toContain("bunka does not check record timestamps");
+    expect(refusal("log.cleaner.min.compaction.lag.ms=10\nlog.cleaner.max.compaction.lag.ms=5")).toBe(
+      'config file "f": conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)',
+    );
+    // Configs without a broker-level synonym in Apache have no config file key either.
+    expect(refusal("remote.storage.enable=false")).toContain("unknown key");
+  });
+
+  test("the compaction defaults and the accepted-only topic defaults, under Apache's names", () => {
+    const file = [
+      "log.cleanup.policy=compact,delete",
+      "log.cleaner.min.cleanable.ratio=0.25",
+      "log.cleaner.delete.retention.ms=1000",
+      "log.cleaner.min.compaction.lag.ms=2000",
+      "log.cleaner.max.compaction.lag.ms=3000",
+      "compression.type=zstd",
+      "compression.zstd.level=5",
+      "message.max.bytes=2000000",
+      "min.insync.replicas=2",
+      "unclean.leader.election.enable=true",
+      "log.preallocate=true",
+      "log.flush.interval.messages=1",
+    ].join("\n");
+    expect(parse(["--config", "f"], {}, files({ f: file })).topicConfigDefaults).toEqual({
+      "cleanup.policy": "compact,delete",
+      "min.cleanable.dirty.ratio": "0.25",
+      "delete.retention.ms": "1000",
+      "min.compaction.lag.ms": "2000",
+      "max.compaction.lag.ms": "3000",
+      "compression.type": "zstd",
+      "compression.zstd.level": "5",
+      "max.message.bytes": "2000000",
+      "min.insync.replicas": "2",
+      "unclean.leader.election.enable": "true",
+      preallocate: "true",
+      "flush.messages": "1",
+    });
+  });
+
+  test("the log cleaner's settings, with Apache's defaults and bounds", () => {
+    expect(parse([]).cleaner).toEqual({
+      enabled: true,
+      threads: 1,
+      ioMaxBytesPerSecond: 1.7976931348623157e308,
+      dedupeBufferSizeBytes: 134217728,
+      ioBufferSizeBytes: 524288,
+      ioBufferLoadFactor: 0.9,
+      backoffMs: 15000,
+    });
+    const file = [
+      "log.cleaner.enable=FALSE",
+      "log.cleaner.threads=4",
+      "log.cleaner.io.max.bytes.per.second=1048576.5",
+      "log.cleaner.dedupe.buffer.size=67108864",
+      "log.cleaner.io.buffer.size=65536",
+      "log.cleaner.io.buffer.load.factor=0.75",
+      "log.cleaner.backoff.ms=100",
+    ].join("\n");
+    expect(parse(["--config", "f"], {}, files({ f: file })).cleaner).toEqual({
+      enabled: false,
+      threads: 4,
+      ioMaxBytesPerSecond: 1048576.5,
+      dedupeBufferSizeBytes: 67108864,
+      ioBufferSizeBytes: 65536,
+      ioBufferLoadFactor: 0.75,
+      backoffMs: 100,
+    });
+    const refusal = (text: string) => configError(() => parse(["--config", "f"], {}, files({ f: text })));
+    expect(refusal("log.cleaner.enable=yes")).toBe(
+      "f line 1 (log.cleaner.enable): Invalid value yes for configuration log.cleaner.enable: Expected value to be either true or false",
+    );
+    expect(refusal("log.cleaner.threads=-1")).toBe("f line 1 (log.cleaner.threads): Invalid value -1 for configuration log.cleaner.threads: Value must be at least 0");
+    expect(refusal("log.cleaner.backoff.ms=-1")).toContain("Value must be at least 0");
+    expect(refusal("log.cleaner.io.buffer.size=x")).toContain("Not a number of type INT");
+    expect(refusal("log.cleaner.io.buffer.load.factor=x")).toContain("Not a number of type DOUBLE");
+    // Apache accepts 0 threads in the file and then fails to start (it divides by the thread count).
+    expect(refusal("log.cleaner.threads=0")).toBe('config file "f": log.cleaner.threads must be at least 1, got 0');
+    expect(refusal("log.cleaner.threads=128")).toBe(
+      'config file "f": requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread. (log.cleaner.dedupe.buffer.size=134217728, log.cleaner.threads=128)',
+    );
   });
 
   test("an unreadable config file is one line naming the file", () => {
