@@ -14,6 +14,7 @@
  *   failed write does.
  * - What each partition's passes did is kept for /metrics, /v1/topics and the dashboard.
  */
+import type { CleanerConfig } from "../domain/cleaner-config.ts";
 import { OffsetMap } from "../domain/compaction/offset-map.ts";
 import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
 import { FatalError } from "../errors/errors.ts";
@@ -26,28 +27,14 @@ import type { BrokerConfig } from "./config.ts";
 import type { PartitionManager } from "./partitions.ts";
 
 /** The broker settings the cleaner reads (log.cleaner.*), read again before every round. */
-export interface CleanerSettings {
-  enabled: boolean;
-  threads: number;
-  ioMaxBytesPerSecond: number;
-  dedupeBufferSizeBytes: number;
-  ioBufferLoadFactor: number;
-  backoffMs: number;
-}
+export type CleanerSettings = Pick<CleanerConfig, "enabled" | "threads" | "ioMaxBytesPerSecond" | "dedupeBufferSizeBytes" | "ioBufferLoadFactor" | "backoffMs">;
 
-/** Apache Kafka's defaults for the log.cleaner.* broker settings. */
-export const DEFAULT_CLEANER_SETTINGS: Readonly<CleanerSettings> = Object.freeze({
-  enabled: true,
-  threads: 1,
-  ioMaxBytesPerSecond: Number.MAX_VALUE,
-  dedupeBufferSizeBytes: 128 * 1024 * 1024,
-  ioBufferLoadFactor: 0.9,
-  backoffMs: 15_000,
-});
-
-/** The cleaner settings in force: the broker's configured log.cleaner.* values over Apache's defaults. */
-export function cleanerSettingsOf(_config: BrokerConfig): CleanerSettings {
-  return { ...DEFAULT_CLEANER_SETTINGS };
+/**
+ * The cleaner settings in force: the broker's log.cleaner.* values. BrokerConfig.cleaner is replaced
+ * when IncrementalAlterConfigs changes one, so it is read here each time rather than kept.
+ */
+export function cleanerSettingsOf(config: BrokerConfig): CleanerSettings {
+  return config.cleaner;
 }
 
 /** What the cleaner knows about one partition, for metrics and introspection. */
@@ -139,10 +126,13 @@ export class LogCleanerService {
    */
   async runRound(options: { force?: boolean } = {}): Promise<number> {
     const settings = this.settings();
-    if (!settings.enabled) return 0;
+    // log.cleaner.threads=0 runs no cleaner thread in Apache either.
+    if (!settings.enabled || settings.threads < 1) return 0;
     this.failed.clear();
-    const threads = Math.max(1, settings.threads);
+    const threads = settings.threads;
     const mapBytes = Math.floor(settings.dedupeBufferSizeBytes / threads);
+    // Apache accepts any double here; a map must be allowed to hold something, and cannot be fuller than full.
+    const loadFactor = Math.min(1, Math.max(0.01, Number.isFinite(settings.ioBufferLoadFactor) ? settings.ioBufferLoadFactor : 0.9));
     let passes = 0;
     const forced = new Set<string>();
     const worker = async (): Promise<void> => {
@@ -154,7 +144,7 @@ export class LogCleanerService {
         const key = `${next.partition.topic}-${next.partition.partition}`;
         this.busy.add(key);
         try {
-          map ??= new OffsetMap(mapBytes, settings.ioBufferLoadFactor);
+          map ??= new OffsetMap(mapBytes, loadFactor);
           if (await this.cleanOne(next.partition, next.config, map, options.force === true)) passes++;
         } finally {
           this.busy.delete(key);

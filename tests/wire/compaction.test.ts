@@ -171,7 +171,7 @@ describe("compacted topics over the wire", () => {
     const { BrokerMetrics } = await import("../../src/http/metrics.ts");
     const { createHttpApp } = await import("../../src/http/app.ts");
     const app = createHttpApp(new BrokerQueryPorts({ broker: broker.broker, metrics: new BrokerMetrics(), version: "test", nowMs: Date.now, startedAtMs: Date.now() }));
-    const topicView = await (await app.request("/v1/topics/wire-compact")).json();
+    const topicView = (await (await app.request("/v1/topics/wire-compact")).json()) as { partitionDetails: { cleaner: unknown }[] };
     expect(topicView.partitionDetails[0].cleaner).toMatchObject({ cleanedUpToOffset: 14, passes: 1, recordsRemoved: 10, dirtyRatio: 0, lastError: null });
     const metricsText = await (await app.request("/metrics")).text();
     expect(metricsText).toContain('bunka_log_cleaner_passes_total{topic="wire-compact",partition="0"} 1');
