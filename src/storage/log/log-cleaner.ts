@@ -156,7 +156,11 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
   // Everything below the dirty section is clean already: its records count as mapped, so that a pass
   // run only to remove tombstones past their horizon judges them.
   map.updateLatestOffset(range.firstDirtyOffset - 1);
-  const tracker = new CleaningTxnTracker(input.aborted);
+  // Only the aborted transactions that reach into the dirty section (Apache's collectAbortedTransactions
+  // from the first dirty offset): one whose marker lies before the walk starts would never see that
+  // marker close it, and the same producer's later committed batches would be taken for aborted ones
+  // and left out of the map, so that the older values of their keys survived the pass.
+  const tracker = new CleaningTxnTracker(input.aborted.filter((txn) => txn.lastOffset >= range.firstDirtyOffset));
   const dirty = log
     .cleanableSegments()
     .filter((s) => s.endOffset > range.firstDirtyOffset && s.baseOffset < range.firstUncleanableOffset);

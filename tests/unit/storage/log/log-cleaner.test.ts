@@ -247,6 +247,29 @@ describe("compaction", () => {
     await p.close();
   });
 
+  test("an aborted transaction that ended before the dirty section does not hide its producer's later committed records from the map", async () => {
+    const h = harness();
+    const p = await h.open();
+    const producer: Producer = { producerId: 9, epoch: 0, sequence: 0 };
+    await append(p, [{ key: "a", value: "aborted" }], producer, true);
+    const abortAt = await marker(p, producer, false);
+    await roll(p);
+    await clean(h, p);
+    // The aborted transaction (still in the index: its emptied batch stays) lies wholly below the next pass's dirty section.
+    expect(p.abortedTransactionIndex().map((t) => t.lastOffset)).toEqual([abortAt]);
+    const dirtyFrom = p.log.cleanerCheckpoint.firstDirtyOffset;
+    const oldAt = await append(p, [{ key: "a", value: "old" }]);
+    const newAt = await append(p, [{ key: "a", value: "new" }], producer, true);
+    await marker(p, producer, true);
+    await roll(p);
+    expect(oldAt).toBeGreaterThan(abortAt);
+    expect(oldAt).toBeGreaterThanOrEqual(dirtyFrom);
+    await clean(h, p);
+    // The committed record is mapped, so the plain one it supersedes goes.
+    expect(kv(await contents(p)).filter(([, key]) => key === "a")).toEqual([[newAt, "a", "new"]]);
+    await p.close();
+  });
+
   test("markers of transactions with nothing left go after delete.retention.ms", async () => {
     const h = harness();
     const p = await h.open();
