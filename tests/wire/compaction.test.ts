@@ -172,7 +172,7 @@ describe("compacted topics over the wire", () => {
     const { createHttpApp } = await import("../../src/http/app.ts");
     const app = createHttpApp(new BrokerQueryPorts({ broker: broker.broker, metrics: new BrokerMetrics(), version: "test", nowMs: Date.now, startedAtMs: Date.now() }));
     const topicView = (await (await app.request("/v1/topics/wire-compact")).json()) as { partitionDetails: { cleaner: unknown }[] };
-    expect(topicView.partitionDetails[0].cleaner).toMatchObject({ cleanedUpToOffset: 14, passes: 1, recordsRemoved: 10, dirtyRatio: 0, lastError: null });
+    expect(topicView.partitionDetails[0]!.cleaner).toMatchObject({ cleanedUpToOffset: 14, passes: 1, recordsRemoved: 10, dirtyRatio: 0, lastError: null });
     const metricsText = await (await app.request("/metrics")).text();
     expect(metricsText).toContain('bunka_log_cleaner_passes_total{topic="wire-compact",partition="0"} 1');
     expect(metricsText).toContain('bunka_log_cleaner_removed_records_total{topic="wire-compact",partition="0"} 10');
