@@ -279,7 +279,9 @@ export class PartitionManager {
     return {
       logConfig: {
         segmentBytes: resolved.segmentBytes,
-        segmentMs: resolved.segmentMs,
+        // A compacted topic rolls by max.compaction.lag.ms too (Apache's LogConfig.maxSegmentMs): the cleaner
+        // never touches the active segment, so a record could otherwise wait past its lag in it.
+        segmentMs: resolved.cleanupPolicy.compact ? Math.min(resolved.segmentMs, resolved.maxCompactionLagMs) : resolved.segmentMs,
         retentionMs: deletes ? resolved.retentionMs : -1,
         retentionBytes: deletes ? resolved.retentionBytes : -1,
         indexIntervalBytes: DEFAULT_LOG_CONFIG.indexIntervalBytes,

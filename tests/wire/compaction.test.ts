@@ -241,6 +241,57 @@ describe("compacted topics over the wire", () => {
   });
 });
 
+describe("max.compaction.lag.ms", () => {
+  test("rolls the active segment of a compacted topic, so that no record waits in it past its lag", async () => {
+    const { startTestBroker } = await import("../support/test-broker.ts");
+    const { WireClient } = await import("../support/wire-client.ts");
+    const { ManualClock } = await import("../support/manual-clock.ts");
+    const clock = new ManualClock(Date.now());
+    const own = await startTestBroker({ autoCreateTopicsEnable: false }, { clock });
+    const c = await WireClient.connect(own.port);
+    try {
+      const created = await c.request(19, 7, {
+        topics: [
+          {
+            name: "lag",
+            numPartitions: 1,
+            replicationFactor: 1,
+            assignments: [],
+            configs: [
+              { name: "cleanup.policy", value: "compact" },
+              { name: "max.compaction.lag.ms", value: "60000" },
+            ],
+          },
+        ],
+        timeoutMs: 10_000,
+        validateOnly: false,
+      });
+      expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
+      const append = async () => {
+        const res = await c.request(0, 11, {
+          transactionalId: null,
+          acks: -1,
+          timeoutMs: 30_000,
+          topicData: [{ name: "lag", partitionData: [{ index: 0, records: buildBatch({ records: [{ key: "k", value: "v" }] }) }] }],
+        });
+        expect(res.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NONE);
+      };
+      const partition = (await own.broker.services.partitions.get("lag", 0))!;
+      await append();
+      clock.advance(59_999);
+      await append();
+      expect(partition.log.segmentCount).toBe(1);
+      // segment.ms is a week: only the lag can roll the segment, at the first append past it.
+      clock.advance(1);
+      await append();
+      expect(partition.log.segmentCount).toBe(2);
+    } finally {
+      c.close();
+      await own.stop();
+    }
+  });
+});
+
 describe("recovery of an interrupted cleaner pass", () => {
   test("leftover cleaned files of an uncommitted pass are removed at start-up, with one warning line", async () => {
     const { startTestBroker } = await import("../support/test-broker.ts");
