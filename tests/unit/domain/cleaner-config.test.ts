@@ -28,7 +28,11 @@ describe("cleaner settings", () => {
   });
 
   test("all but log.cleaner.enable change at runtime (Apache's LogCleaner.ReconfigurableConfigs)", () => {
-    expect(CLEANER_SETTING_NAMES.filter((name) => !isDynamicCleanerSetting(name))).toEqual(["log.cleaner.enable"]);
+    const fixed: string[] = CLEANER_SETTING_NAMES.filter((name: string) => {
+      const dynamic: boolean = isDynamicCleanerSetting(name);
+      return !dynamic;
+    });
+    expect(fixed).toEqual(["log.cleaner.enable"]);
     expect(isDynamicCleanerSetting("log.cleaner.min.cleanable.ratio")).toBe(false);
   });
 
