@@ -19,11 +19,11 @@
  * partition. By version: v5+ carries the log start offset, v8+ per-batch record errors and an error
  * message, v10+ tagged leader hints (not sent: the leader never moves away from a live single broker).
  * The records inside the batch are checked as Apache's LogValidator checks them (INVALID_RECORD, with
- * record errors for keyless records on a compacted topic), and a topic whose compression.type names a
- * codec stores the batch recompressed in it (protocol/records/produce-validation.ts).
- * Deliberately not done: timestamp bounds (message.timestamp.before/after.max.ms), quotas.
+ * record errors for keyless records on a compacted topic; INVALID_TIMESTAMP for CreateTime records outside
+ * message.timestamp.before/after.max.ms of now), and a topic whose compression.type names a codec stores
+ * the batch recompressed in it (protocol/records/produce-validation.ts). Deliberately not done: quotas.
  */
-import { resolveTopicConfigWithDefaults, type TopicConfig } from "../domain/topic-config.ts";
+import { recordTimestampProblem, resolveTopicConfigWithDefaults, type TopicConfig } from "../domain/topic-config.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { ProduceRequest } from "../protocol/generated/produce-request.ts";
 import type {
@@ -95,6 +95,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       return { response: failure(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later") };
     }
     // The records themselves (LogValidator's checks), then the batch as it will be stored.
+    const nowMs = services.clock.nowMs();
     const prepared = prepareProducedBatch(produced, validation.batches[0]!, {
       topicPartition: `${topicName}-${index}`,
       compacted: config.cleanupPolicy.compact,
@@ -102,6 +103,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       targetCodec: targetCodecOf(config),
       targetLevel: targetLevelOf(config),
       maxBatchBytes: config.maxMessageBytes,
+      recordTimestampProblem: (timestampMs, offset) => recordTimestampProblem(config, timestampMs, offset, nowMs),
     });
     if (!prepared.ok) {
       const recordErrors = prepared.recordErrors.map((e) => ({ batchIndex: e.batchIndex, batchIndexErrorMessage: e.message }));

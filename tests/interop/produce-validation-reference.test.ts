@@ -97,7 +97,10 @@ describe("record validation: bunka answers as Apache Kafka 4.1.1", () => {
         const what = `${c.name} v${version}: apache ${JSON.stringify(fromApache)} bunka ${JSON.stringify(fromBunka)}`;
         expect(fromApache.errorCode, what).toBe(c.apache);
         expect(fromBunka.errorCode, what).toBe(c.bunka);
-        expect(fromBunka.recordErrors, what).toEqual(fromApache.recordErrors);
+        // A timestamp's record error names the bounds from each broker's own clock: compared without them.
+        const withoutBounds = (errors: PartitionAnswer["recordErrors"]) =>
+          errors.map((e) => ({ ...e, batchIndexErrorMessage: e.batchIndexErrorMessage?.replace(/within \[-?\d+, -?\d+\]$/, "within [...]") }));
+        expect(withoutBounds(fromBunka.recordErrors), what).toEqual(withoutBounds(fromApache.recordErrors));
         expect(fromApache.recordErrors.map((e) => e.batchIndex), what).toEqual(version >= 8 ? (c.recordErrors ?? []) : []);
         // Where Apache explains itself (record errors), bunka says the same words.
         if (fromApache.recordErrors.length > 0) expect(fromBunka.errorMessage, what).toBe(fromApache.errorMessage);

@@ -1,6 +1,7 @@
 /**
  * Produced batches whose records are wrong in one way each, with what Apache Kafka 4.1.1 answers and what
- * bunka answers (src/protocol/records/produce-validation.ts). Shared by the unit test of the validation,
+ * bunka answers (src/protocol/records/produce-validation.ts), on topics with the default timestamp bounds.
+ * `build` takes the broker's now, since timestamps are judged against it. Shared by the unit test of the validation,
  * the wire test against bunka and the reference test that sends the same bytes to Apache Kafka, so that
  * the three cannot drift apart. Every batch has a valid CRC: only what is inside is wrong.
  */
@@ -83,6 +84,30 @@ export const PRODUCE_CASES: ProduceCase[] = [
     name: "a keyless record on a topic that is not compacted (accepted)",
     topic: "plain",
     build: (nowMs) => buildBatch({ records: records(nowMs, null) }),
+    apache: ErrorCode.NONE,
+    bunka: ErrorCode.NONE,
+  },
+  {
+    name: "a timestamp two hours ahead (message.timestamp.after.max.ms is one hour by default)",
+    topic: "plain",
+    build: (nowMs) => buildBatch({ records: [{ key: "a", value: "1", timestampMs: nowMs }, { key: "b", value: "2", timestampMs: nowMs + 2 * 3_600_000 }] }),
+    apache: ErrorCode.INVALID_TIMESTAMP,
+    bunka: ErrorCode.INVALID_TIMESTAMP,
+    recordErrors: [1],
+  },
+  {
+    name: "a keyless record and a timestamp ahead on a compacted topic: both named, INVALID_TIMESTAMP",
+    topic: "compacted",
+    build: (nowMs) =>
+      buildBatch({ records: [{ key: null, value: "1", timestampMs: nowMs }, { key: "b", value: "2", timestampMs: nowMs + 2 * 3_600_000 }] }),
+    apache: ErrorCode.INVALID_TIMESTAMP,
+    bunka: ErrorCode.INVALID_TIMESTAMP,
+    recordErrors: [0, 1],
+  },
+  {
+    name: "a timestamp a year old (message.timestamp.before.max.ms is unbounded by default)",
+    topic: "plain",
+    build: (nowMs) => buildBatch({ records: [{ key: "a", value: "1", timestampMs: nowMs - 365 * 86_400_000 }] }),
     apache: ErrorCode.NONE,
     bunka: ErrorCode.NONE,
   },

@@ -11,14 +11,18 @@
  *   - offset deltas are 0, 1, ..., n-1 in order (n = recordsCount; the header check already tied
  *     lastOffsetDelta to n - 1);
  *   - exactly recordsCount records, and no byte after the last one;
- *   - on a topic whose cleanup.policy contains compact, every record has a key.
+ *   - on a topic whose cleanup.policy contains compact, every record has a key;
+ *   - a CreateTime record's timestamp is within the topic's message.timestamp.before/after.max.ms of
+ *     now (the caller supplies the check; Apache 4.1's default refuses more than an hour ahead).
  *
  * Apache's answers, as Apache Kafka 4.1.1 gives them (tests/interop/produce-validation-reference.test.ts
  * sends it the same bytes): a malformed record section is INVALID_RECORD without record errors (the record iterator's
  * InvalidRecordException). A null key on a compacted topic is INVALID_RECORD with one record error per
  * keyless record ("Compacted topic cannot accept message without key in topic partition t-0") and the
  * top-level message "One or more records have been rejected due to N record errors in total, and only
- * showing the first three errors at most: [RecordError(batchIndex=i, message='...'), ...]".
+ * showing the first three errors at most: [RecordError(batchIndex=i, message='...'), ...]". A timestamp
+ * out of bounds is INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+ * with a record error per such record (and per keyless one).
  *
  * Where bunka is stricter than Apache: records whose offset deltas are not 0..n-1 are refused (Apache
  * stores an uncompressed one as it is, so consumers see offsets the batch does not own, and answers
@@ -72,6 +76,12 @@ export interface ProducedBatchOptions {
   targetLevel?: number;
   /** max.message.bytes: a batch that recompression made larger than this is MESSAGE_TOO_LARGE. */
   maxBatchBytes: number;
+  /**
+   * Why a record's timestamp is out of the topic's bounds (message.timestamp.before/after.max.ms), as
+   * Apache words the record error, or null when it is within them. Asked for every keyed (or not
+   * compacted) record; omitted, timestamps are not bounded.
+   */
+  recordTimestampProblem?: (timestampMs: number, offset: number) => string | null;
 }
 
 export type ProducedBatch =
@@ -105,12 +115,12 @@ export function prepareProducedBatch(recordSet: Uint8Array, batch: BatchHeader, 
 
   let walk: RecordsWalk;
   try {
-    walk = walkRecords(section, start, end, batch, options.compacted);
+    walk = walkRecords(section, start, end, batch, options);
   } catch (error) {
     if (!(error instanceof DecodeError)) throw error;
     return refused(ErrorCode.INVALID_RECORD, `malformed records in ${options.topicPartition}: ${error.message}`);
   }
-  if (walk.keylessRecords.length > 0) return keylessRefusal(walk.keylessRecords, options.topicPartition);
+  if (walk.recordErrors.length > 0) return recordErrorsRefusal(walk);
 
   const target = options.targetCodec === "producer" ? batch.compression : options.targetCodec;
   if (target !== batch.compression) {
@@ -136,10 +146,16 @@ function refused(errorCode: number, message: string, recordErrors: RecordError[]
   return { ok: false, errorCode, message, recordErrors };
 }
 
-/** Apache's answer to keyless records on a compacted topic (LogValidator.validateKey, processRecordErrors). */
-function keylessRefusal(indexes: readonly number[], topicPartition: string): ProducedBatch {
-  const message = `Compacted topic cannot accept message without key in topic partition ${topicPartition}`;
-  const recordErrors = indexes.map((batchIndex) => ({ batchIndex, message }));
+/**
+ * Apache's answer to records refused one by one (LogValidator.processRecordErrors): INVALID_TIMESTAMP
+ * when any timestamp is out of bounds, else INVALID_RECORD naming the first three record errors; every
+ * record error goes into the response either way.
+ */
+function recordErrorsRefusal(walk: RecordsWalk): ProducedBatch {
+  const { recordErrors } = walk;
+  if (walk.timestampErrors) {
+    return refused(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", recordErrors);
+  }
   const shown = recordErrors
     .slice(0, 3)
     .map((e) => `RecordError(batchIndex=${e.batchIndex}, message='${e.message}')`)
@@ -176,11 +192,13 @@ function recompress(recordSet: Uint8Array, batch: BatchHeader, section: Uint8Arr
 
 interface RecordsWalk {
   maxTimestampMs: number;
-  /** Indexes of records without a key (only collected on compacted topics). */
-  keylessRecords: number[];
+  /** Records refused one by one: keyless ones on a compacted topic, timestamps out of bounds. */
+  recordErrors: RecordError[];
+  /** Whether any of them is a timestamp's. */
+  timestampErrors: boolean;
 }
 
-const NO_KEYLESS_RECORDS: number[] = [];
+const NO_RECORD_ERRORS: RecordError[] = [];
 const MAX_SAFE_TIMESTAMP = Number.MAX_SAFE_INTEGER;
 
 /**
@@ -225,13 +243,18 @@ function skipBytes(bytes: Uint8Array, limit: number, what: string, record: numbe
   return length;
 }
 
-/** Walks the records in `bytes[start, end)`; throws DecodeError at the first malformed one. */
-function walkRecords(bytes: Uint8Array, start: number, end: number, batch: BatchHeader, compacted: boolean): RecordsWalk {
+/**
+ * Walks the records in `bytes[start, end)`; throws DecodeError at the first malformed one. As Apache
+ * checks them, a record without a key on a compacted topic is not asked about its timestamp too.
+ */
+function walkRecords(bytes: Uint8Array, start: number, end: number, batch: BatchHeader, options: ProducedBatchOptions): RecordsWalk {
   const count = batch.recordsCount;
   // Each record takes at least 7 bytes (length, attributes, four varints, header count).
   if (count > (end - start) / 7) throw new DecodeError(`records count ${count} cannot fit ${end - start} bytes`);
+  const { compacted, recordTimestampProblem } = options;
   let maxTimestampMs = NO_TIMESTAMP;
-  let keyless = NO_KEYLESS_RECORDS;
+  let recordErrors = NO_RECORD_ERRORS;
+  let timestampErrors = false;
   cursor = start;
   for (let i = 0; i < count; i++) {
     const length = varint(bytes, end, "length", i);
@@ -246,9 +269,16 @@ function walkRecords(bytes: Uint8Array, start: number, end: number, batch: Batch
     const offsetDelta = varint(bytes, recordEnd, "offset delta", i);
     if (offsetDelta !== i) throw new DecodeError(`record ${i} has offset delta ${offsetDelta}`);
     const keyLength = skipBytes(bytes, recordEnd, "key", i, true);
+    let problem: string | null = null;
     if (keyLength < 0 && compacted) {
-      if (keyless === NO_KEYLESS_RECORDS) keyless = [];
-      keyless.push(i);
+      problem = `Compacted topic cannot accept message without key in topic partition ${options.topicPartition}`;
+    } else if (recordTimestampProblem !== undefined) {
+      problem = recordTimestampProblem(timestampMs, i);
+      if (problem !== null) timestampErrors = true;
+    }
+    if (problem !== null) {
+      if (recordErrors === NO_RECORD_ERRORS) recordErrors = [];
+      recordErrors.push({ batchIndex: i, message: problem });
     }
     skipBytes(bytes, recordEnd, "value", i, true);
     const headers = varint(bytes, recordEnd, "header count", i);
@@ -260,5 +290,5 @@ function walkRecords(bytes: Uint8Array, start: number, end: number, batch: Batch
     if (cursor !== recordEnd) throw new DecodeError(`record ${i} has ${recordEnd - cursor} bytes after its headers`);
   }
   if (cursor !== end) throw new DecodeError(`${end - cursor} bytes after the last of ${count} records`);
-  return { maxTimestampMs, keylessRecords: keyless };
+  return { maxTimestampMs, recordErrors, timestampErrors };
 }

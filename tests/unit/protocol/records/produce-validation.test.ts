@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { recordTimestampProblem, resolveTopicConfig } from "../../../../src/domain/topic-config.ts";
 import { ErrorCode } from "../../../../src/errors/generated/error-codes.ts";
 import { prepareProducedBatch, type ProducedBatchOptions } from "../../../../src/protocol/records/produce-validation.ts";
 import { CompressionCodec, checkBatch, parseBatchHeader, validateProduceRecordSet } from "../../../../src/protocol/records/record-batch.ts";
@@ -8,12 +9,15 @@ import { PRODUCE_CASES } from "../../../support/produce-cases.ts";
 import { decodeBatch, utf8 } from "../../../support/record-decoder.ts";
 
 const NOW = TEST_BASE_TIMESTAMP_MS;
+/** A topic with every default, so timestamp bounds are Apache 4.1's (unbounded behind, one hour ahead). */
+const DEFAULT_TOPIC = resolveTopicConfig({});
 const options = (overrides: Partial<ProducedBatchOptions> = {}): ProducedBatchOptions => ({
   topicPartition: "t-0",
   compacted: false,
   logAppendTime: false,
   targetCodec: "producer",
   maxBatchBytes: 1 << 20,
+  recordTimestampProblem: (timestampMs, offset) => recordTimestampProblem(DEFAULT_TOPIC, timestampMs, offset, NOW),
   ...overrides,
 });
 
@@ -53,6 +57,24 @@ describe("prepareProducedBatch: the records inside a produced batch", () => {
       "One or more records have been rejected due to 4 record errors in total, and only showing the first three errors at most: " +
         `[RecordError(batchIndex=0, message='${message}'), RecordError(batchIndex=2, message='${message}'), RecordError(batchIndex=3, message='${message}')]`,
     );
+  });
+
+  test("timestamps out of the topic's bounds: INVALID_TIMESTAMP with Apache's message and a record error each", () => {
+    // Non-default bounds are not configurable yet (topic-config refuses them); the check takes any.
+    const bounded = { ...DEFAULT_TOPIC, messageTimestampBeforeMaxMs: 60_000 };
+    const result = prepare(
+      buildBatch({ records: [{ key: "a", timestampMs: NOW - 60_001 }, { key: "b", timestampMs: NOW }, { key: "c", timestampMs: NOW + 3_600_001 }] }),
+      { recordTimestampProblem: (timestampMs, offset) => recordTimestampProblem(bounded, timestampMs, offset, NOW) },
+    );
+    if (result.ok) throw new Error("accepted");
+    expect([result.errorCode, result.message]).toEqual([ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"]);
+    expect(result.recordErrors).toEqual([
+      { batchIndex: 0, message: `Timestamp ${NOW - 60_001} of message with offset 0 is out of range. The timestamp should be within [${NOW - 60_000}, ${NOW + 3_600_000}]` },
+      { batchIndex: 2, message: `Timestamp ${NOW + 3_600_001} of message with offset 2 is out of range. The timestamp should be within [${NOW - 60_000}, ${NOW + 3_600_000}]` },
+    ]);
+    // Exactly on the bounds is within them; without a check nothing is bounded.
+    expect(prepare(buildBatch({ records: [{ key: "a", timestampMs: NOW + 3_600_000 }] })).ok).toBe(true);
+    expect(prepare(buildBatch({ records: [{ key: "a", timestampMs: NOW + 9e9 }] }), { recordTimestampProblem: undefined }).ok).toBe(true);
   });
 
   test("a sound batch is accepted as it is: same bytes, same header", () => {
