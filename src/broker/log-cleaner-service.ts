@@ -60,7 +60,7 @@ export interface PartitionCleanerStats {
 export class LogCleanerService {
   private readonly stats = new Map<string, PartitionCleanerStats>();
   private readonly busy = new Set<string>();
-  /** Partitions whose last pass failed, left alone until the next round. */
+  /** Partitions whose last pass failed or made no progress, left alone until the next round. */
   private readonly failed = new Set<string>();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private round: Promise<void> | undefined;
@@ -258,6 +258,9 @@ export class LogCleanerService {
         durationMs: stats.lastPassDurationMs,
         ...(pass.mapFull ? { offsetMapFull: true } : {}),
       });
+      // A pass that moved nothing forward would be picked again at once: leave the partition until the
+      // next round instead of spinning on it.
+      if (pass.endOffset <= outcome.range.firstDirtyOffset && pass.recordsRemoved === 0) this.failed.add(`${partition.topic}-${partition.partition}`);
       return true;
     } catch (error) {
       if (error instanceof FatalError) throw error;
