@@ -11,9 +11,10 @@
  *
  * The test appends numbered lines ("line-000001", ...) to the source file while the worker runs, at most AHEAD
  * lines past the target topic's high watermark, so lines keep arriving across every run and also while the
- * worker is down. The worker is SIGKILLed KILLS times, each a seeded 0-150 ms after the seeded k-th (3-6)
- * advance of the target's last stable offset during its run (a commit of the task's transaction), so mostly
- * inside the next transaction; each restart is a new member of the worker group, which takes the connector
+ * worker is down. The worker is SIGKILLed KILLS times, each after the seeded k-th (3-6) advance of the
+ * target's last stable offset during its run (a commit of the task's transaction), at the first moment after
+ * that when the target's high watermark is past its LSO (records of an open transaction are in the log), and a
+ * seeded 0-10 ms later; each restart is a new member of the worker group, which takes the connector
  * and its task over once the killed member's session (6 s) expired, fences the killed task's producer (the
  * leader's zombie fencing, then the new task's InitProducerId) and reads the committed offset back. The input
  * ends FINAL_LINES lines after the last kill; the last run copies them and is stopped with SIGTERM.
@@ -65,9 +66,13 @@ const AHEAD = 600;
  * them again once the file grows, so the file's last lines would never arrive.
  */
 const BATCH = 2 * MAX_LINES;
-/** A run is killed after the k-th advance of the target's LSO it caused, k in this range, then 0-150 ms later. */
+/**
+ * A run is killed after the k-th advance of the target's LSO it caused, k in this range, once an open
+ * transaction's records are in the log, and 0-10 ms later (a poll's transaction is committed as soon as its
+ * records are acknowledged, so it is not open for long).
+ */
 const KILL_AFTER_COMMITS = { min: 3, max: 6 };
-const KILL_DELAY_MAX_MS = 150;
+const KILL_DELAY_MAX_MS = 10;
 const TEST_TIMEOUT_MS = 240_000;
 
 const GROUP = "connect-eos";
@@ -237,10 +242,20 @@ describe(`Kafka Connect file source, exactly.once.source.support=enabled, worker
           90_000,
           20,
         );
+        await waitForCondition(
+          `${worker.label}'s open transaction to reach the log`,
+          async () => {
+            if (worker.exitCode !== null) throw new Error(`${worker.label} exited (${worker.exitCode})\n${worker.diagnostics()}`);
+            const [hwm, lsoNow] = await Promise.all([targetHwm(), targetLso()]);
+            return hwm > lsoNow;
+          },
+          30_000,
+          5,
+        );
         if (kill.delayMs > 0) await Bun.sleep(kill.delayMs);
         await worker.kill();
         timeline.push(`killed after ${since(startedMs)}`);
-        killLog.push(`${kill.delayMs} ms after commit ${kill.commits} (LSO ${lso}, ${written} lines written)`);
+        killLog.push(`${kill.delayMs} ms after commit ${kill.commits} and an open transaction in the log (LSO ${lso}, ${written} lines written)`);
       }
       inputEnd = written + FINAL_LINES;
 

@@ -9,9 +9,10 @@
  * The input: seeded lines of 1-6 words from a small vocabulary, in 2 partitions, written by an idempotent
  * producer (kafkajs) while the application runs. The producer stays at most AHEAD lines in front of what the
  * application reported processing (its AT lines), so the input keeps flowing across every run, also while the
- * application is down. The application is SIGKILLed KILLS times, each time a seeded 0-150 ms after the seeded
- * k-th (3-6) advance of the output's last stable offset during its run (its commits, and the abort of its
- * predecessor's transaction when the restart fences it), so inside a later transaction: its commit interval is
+ * application is down. The application is SIGKILLed KILLS times, each after the seeded k-th (3-6) advance of
+ * the output's last stable offset during its run (its commits, and the abort of its predecessor's transaction
+ * when the restart fences it), at the first moment after that when the output's high watermark is past its
+ * LSO (records of an open transaction are in the log), and a seeded 0-20 ms later; its commit interval is
  * 100 ms. It is restarted on the same state directory: the restart fences the killed instance's producer (the
  * transactional id comes from the process id Streams keeps in that directory), its open transaction is
  * aborted, and it resumes from the committed offsets with its store restored from the changelog. Before the last run the state directory is wiped: that run is a new process id
@@ -44,13 +45,13 @@ import {
   JvmApp,
   compileEosApps,
   createTopics,
-  endOffsets,
   endOffsetsOn,
   killJvmApps,
   partitionCounts,
   startTarget,
   topicConfigs,
   waitForCondition,
+  withWire,
   type Target,
 } from "../support/eos-apps.ts";
 import { caseRandom, envSeed } from "../support/fuzz-support.ts";
@@ -66,9 +67,12 @@ const PARTITIONS = 2;
 /** Lines per send, and how far (in lines) the producer may run ahead of the application's progress. */
 const CHUNK = 20;
 const AHEAD = 200;
-/** A run is killed after the k-th advance of the output's LSO it caused, k in this range, then 0-150 ms later. */
+/**
+ * A run is killed after the k-th advance of the output's LSO it caused, k in this range, once an open
+ * transaction's records are in the log, and 0-20 ms later.
+ */
 const KILL_AFTER_COMMITS = { min: 3, max: 6 };
-const KILL_DELAY_MAX_MS = 150;
+const KILL_DELAY_MAX_MS = 20;
 /**
  * The application's producer transaction timeout: after the kill before the wiped-state run, the broker aborts
  * the killed instance's transaction this long after it began (plus its reaper's sweep interval, 10 s by default
@@ -223,9 +227,21 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
           90_000,
           20,
         );
+        // Streams' producer lingers up to 100 ms before it sends: a kill right after a commit would mostly find
+        // the next transaction's records still in the client, leaving nothing in the log to abort.
+        await waitForCondition(
+          `${app.label}'s open transaction to reach the log`,
+          async () => {
+            if (app.exitCode !== null) throw new Error(`${app.label} exited (${app.exitCode})\n${app.diagnostics()}`);
+            const [hwm, lso] = await Promise.all([endOffsetsOn(wire, OUTPUT, PARTITIONS, 0), endOffsetsOn(wire, OUTPUT, PARTITIONS, 1)]);
+            return sum(hwm) > sum(lso);
+          },
+          30_000,
+          5,
+        );
         if (kill.delayMs > 0) await Bun.sleep(kill.delayMs);
         await app.kill();
-        killLog.push(`${kill.delayMs} ms after commit ${kill.commits} (input position ${sum(position)}, ${lines.length} produced)`);
+        killLog.push(`${kill.delayMs} ms after commit ${kill.commits} and an open transaction in the log (input position ${sum(position)}, ${lines.length} produced)`);
       }
       inputEnd = lines.length + FINAL_LINES;
 
@@ -274,8 +290,6 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
 
     // The input is exactly what was produced, once, in order.
     const reading = await WireClient.connect(t.port);
-    let abortedRecords = 0;
-    let abortMarkers = 0;
     try {
       for (let p = 0; p < PARTITIONS; p++) {
         const stored = (await readPartitionFully(reading, INPUT, p)).records.map((r) => utf8(r.value));
@@ -292,8 +306,6 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
           countsByWord.get(word)!.push(countOf(r.value));
         }
         expect({ lastStableOffset: reader.lastStableOffset, nonTransactionalBatches: reader.nonTransactionalBatches }).toEqual({ lastStableOffset: reader.highWatermark, nonTransactionalBatches: 0 });
-        abortedRecords += reader.abortedRecords;
-        abortMarkers += reader.abortMarkers;
       }
       const problems = [...new Set([...expected.keys(), ...countsByWord.keys()])]
         .sort()
@@ -319,12 +331,25 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
     expect(restoreEnds.map(([, topic, partition]) => `${topic}-${partition}`).sort()).toEqual(Array.from({ length: PARTITIONS }, (_, p) => `${CHANGELOG}-${p}`));
     for (const [, , , restored] of restoreEnds) expect(Number(restored)).toBeGreaterThan(0);
 
-    const changelogEnds = await endOffsets(t.port, CHANGELOG, PARTITIONS);
+    // What the kills left in the log: the transactions aborted in each topic Streams writes, and their records.
+    const aborted: string[] = [];
+    await withWire(t.port, async (client) => {
+      for (const topic of [OUTPUT, REPARTITION, CHANGELOG]) {
+        let transactions = 0;
+        let records = 0;
+        for (let p = 0; p < PARTITIONS; p++) {
+          const reader = new CommittedReader(client, topic, p);
+          await reader.poll();
+          transactions += reader.abortMarkers;
+          records += reader.abortedRecords;
+        }
+        aborted.push(`${topic} ${transactions} (${records} records)`);
+      }
+    });
     console.log(
       `Kafka Streams word count on ${EOS_APPS_TARGET} (seed ${SEED}): ${lines.length} lines, ${sum([...expected.values()])} words counted exactly once by ${runs.length} runs, ` +
-        `killed ${killLog.join(", ")}; the wiped-state run restored ${restoreEnds.map(([, , p, n]) => `${n} records of partition ${p}`).join(" and ")} ` +
-        `(changelog ends ${changelogEnds.join(",")}); ${abortMarkers} aborted transactions hid ${abortedRecords} output records; ` +
-        `${((Date.now() - started) / 1000).toFixed(1)} s`,
+        `killed ${killLog.join(", ")}; the wiped-state run restored ${restoreEnds.map(([, , p, n]) => `${n} records of partition ${p}`).join(" and ")}; ` +
+        `aborted transactions (markers over the partitions): ${aborted.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s`,
     );
   }, TEST_TIMEOUT_MS);
 });
