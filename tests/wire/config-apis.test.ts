@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { resolveTopicConfigWithDefaults, TOPIC_CONFIG_NAMES } from "../../src/domain/topic-config.ts";
+import { DEFAULT_CLEANER_CONFIG } from "../../src/domain/cleaner-config.ts";
 import { CorruptStateError } from "../../src/errors/errors.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
@@ -36,6 +37,8 @@ beforeAll(async () => {
     numPartitions: 2,
     // A static broker-level topic default, as `log.roll.ms` in the config file would set it.
     topicConfigDefaults: { "segment.ms": "3600000" },
+    // A static cleaner setting, as `log.cleaner.io.buffer.size` in the config file would set it.
+    cleaner: { ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 },
   });
   client = await WireClient.connect(broker.port);
 });
@@ -92,6 +95,12 @@ async function configsOf(resourceType: number, resourceName: string, version = 4
 }
 
 const op = (name: string, configOperation: number, value: string | null = null) => ({ name, configOperation, value });
+
+/** AlterConfigs (33): [errorCode, errorMessage, resourceName, resourceType] per resource. */
+async function alterFull(version: number, resources: { resourceType: number; resourceName: string; configs: { name: string; value: string | null }[] }[], validateOnly = false) {
+  const res = await client.request(33, version, { resources, validateOnly });
+  return res.responses.map((r: { errorCode: number; errorMessage: string | null; resourceName: string; resourceType: number }) => [r.errorCode, r.errorMessage, r.resourceName, r.resourceType]);
+}
 
 async function alter(version: number, resources: { resourceType: number; resourceName: string; configs: ReturnType<typeof op>[] }[], validateOnly = false) {
   const res = await client.request(44, version, { resources, validateOnly });
@@ -587,15 +596,355 @@ describe("IncrementalAlterConfigs on brokers", () => {
   });
 });
 
+describe("topic configs over the wire", () => {
+  test("CreateTopics answers every config with its source; the topic's own values as given", async () => {
+    const res = await client.request(19, 7, {
+      topics: [{ name: "created-configs", numPartitions: 1, replicationFactor: 1, assignments: [], configs: [{ name: "cleanup.policy", value: "compact, delete" }] }],
+      timeoutMs: 1000,
+      validateOnly: false,
+    });
+    const configs = new Map<string, any>(res.topics[0].configs.map((c: { name: string }) => [c.name, c]));
+    expect(configs.size).toBe(33);
+    const pick = (name: string) => [configs.get(name).value, configs.get(name).configSource];
+    expect(pick("cleanup.policy")).toEqual(["compact, delete", SOURCE.TOPIC]);
+    expect(pick("segment.ms")).toEqual(["3600000", SOURCE.STATIC]);
+    expect(pick("min.cleanable.dirty.ratio")).toEqual(["0.5", SOURCE.DEFAULT]);
+    expect(pick("remote.storage.enable")).toEqual(["false", SOURCE.DEFAULT]);
+  });
+
+  test("CreateTopics refuses what the topic rules refuse, broker defaults taking part", async () => {
+    const create = async (configs: Record<string, string>, validateOnly = false) => {
+      const res = await client.request(19, 7, {
+        topics: [{ name: "refused-configs", numPartitions: 1, replicationFactor: 1, assignments: [], configs: Object.entries(configs).map(([name, value]) => ({ name, value })) }],
+        timeoutMs: 1000,
+        validateOnly,
+      });
+      return [res.topics[0].errorCode, res.topics[0].errorMessage];
+    };
+    expect(await create({ "remote.storage.enable": "true" })).toEqual([
+      ErrorCode.INVALID_CONFIG,
+      "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
+    ]);
+    expect(await create({ "min.cleanable.dirty.ratio": "2" }, true)).toEqual([
+      ErrorCode.INVALID_CONFIG,
+      "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1",
+    ]);
+    expect(await create({ "message.downconversion.enable": "true" })).toEqual([ErrorCode.INVALID_CONFIG, "Unknown topic config name: message.downconversion.enable"]);
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.cleaner.max.compaction.lag.ms", SET, "5")] }])).toEqual([[ErrorCode.NONE, null, ""]]);
+    try {
+      expect(await create({ "min.compaction.lag.ms": "10" })).toEqual([
+        ErrorCode.INVALID_CONFIG,
+        "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)",
+      ]);
+    } finally {
+      await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.cleaner.max.compaction.lag.ms", DELETE)] }]);
+    }
+    expect(broker.broker.services.topics.get("refused-configs")).toBeUndefined();
+  });
+
+  test("compaction and accepted-only configs: set, described as Apache prints them, resolved", async () => {
+    await createTopic("compacted-configs", 1, {
+      "cleanup.policy": " compact , delete ",
+      "min.cleanable.dirty.ratio": "1",
+      "min.compaction.lag.ms": "+1000",
+      "max.compaction.lag.ms": "60000",
+      "delete.retention.ms": "0",
+      "compression.type": "zstd",
+      "min.insync.replicas": "2",
+      preallocate: "TRUE",
+      "leader.replication.throttled.replicas": " 0:1 , 1:1 ",
+    });
+    const configs = await configsOf(TOPIC, "compacted-configs");
+    const shown = (name: string) => [configs.get(name).value, configs.get(name).configSource, configs.get(name).configType];
+    expect(shown("cleanup.policy")).toEqual(["compact,delete", SOURCE.TOPIC, 7]);
+    expect(shown("min.cleanable.dirty.ratio")).toEqual(["1.0", SOURCE.TOPIC, 6]);
+    expect(shown("min.compaction.lag.ms")).toEqual(["1000", SOURCE.TOPIC, 5]);
+    expect(shown("preallocate")).toEqual(["true", SOURCE.TOPIC, 1]);
+    expect(shown("leader.replication.throttled.replicas")).toEqual(["0:1,1:1", SOURCE.TOPIC, 7]);
+    expect(shown("remote.storage.enable")).toEqual(["false", SOURCE.DEFAULT, 1]);
+    expect(configs.get("min.cleanable.dirty.ratio").synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
+      ["min.cleanable.dirty.ratio", "1.0", SOURCE.TOPIC],
+      ["log.cleaner.min.cleanable.ratio", "0.5", SOURCE.DEFAULT],
+    ]);
+    // Configs without a broker-level synonym in Apache list no synonym for their default.
+    expect(configs.get("remote.storage.enable").synonyms).toEqual([]);
+
+    const services = broker.broker.services;
+    const resolved = resolveTopicConfigWithDefaults(services.topics.get("compacted-configs")!.configs, services.config.topicConfigDefaults);
+    expect(resolved).toMatchObject({
+      cleanupPolicy: { compact: true, delete: true },
+      minCleanableDirtyRatio: 1,
+      minCompactionLagMs: 1000,
+      maxCompactionLagMs: 60000,
+      deleteRetentionMs: 0,
+      compressionType: "zstd",
+    });
+  });
+
+  test("a missing topic: UNKNOWN_TOPIC_OR_PARTITION in every version of the three APIs, but invalid configs first", async () => {
+    for (let v = 0; v <= 4; v++) {
+      const res = await describeConfigs(v, [{ resourceType: TOPIC, resourceName: "missing-topic", configurationKeys: null }]);
+      expect([res.results[0].errorCode, res.results[0].errorMessage]).toEqual([ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""]);
+    }
+    const missing = [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'missing-topic' does not exist."];
+    for (const validateOnly of [false, true]) {
+      for (const v of [0, 1]) {
+        const ok = await alter(v, [{ resourceType: TOPIC, resourceName: "missing-topic", configs: [op("cleanup.policy", SET, "compact")] }], validateOnly);
+        expect(ok[0].slice(0, 2)).toEqual(missing);
+        const bad = await alter(v, [{ resourceType: TOPIC, resourceName: "missing-topic", configs: [op("retention.ms", SET, "abc")] }], validateOnly);
+        expect(bad[0].slice(0, 2)).toEqual([ErrorCode.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type LONG"]);
+      }
+      for (const v of [0, 1, 2]) {
+        const ok = await alterFull(v, [{ resourceType: TOPIC, resourceName: "missing-topic", configs: [{ name: "cleanup.policy", value: "compact" }] }], validateOnly);
+        expect(ok[0].slice(0, 2)).toEqual(missing);
+        const bad = await alterFull(v, [{ resourceType: TOPIC, resourceName: "missing-topic", configs: [{ name: "no.such", value: "1" }] }], validateOnly);
+        expect(bad[0].slice(0, 2)).toEqual([ErrorCode.INVALID_CONFIG, "Unknown topic config name: no.such"]);
+      }
+    }
+  });
+});
+
+describe("AlterConfigs", () => {
+  test("every version replaces a topic's configs: those not named go back to their defaults, durably", async () => {
+    await createTopic("replaced", 1, { "retention.ms": "1000", "cleanup.policy": "compact" });
+    for (const v of [0, 1, 2]) {
+      const segmentMs = String(5000 + v);
+      expect(await alterFull(v, [{ resourceType: TOPIC, resourceName: "replaced", configs: [{ name: "segment.ms", value: segmentMs }] }])).toEqual([
+        [ErrorCode.NONE, null, "replaced", TOPIC],
+      ]);
+      expect(broker.broker.services.topics.get("replaced")!.configs).toEqual({ "segment.ms": segmentMs });
+      const configs = await configsOf(TOPIC, "replaced");
+      expect([configs.get("retention.ms").value, configs.get("retention.ms").configSource]).toEqual(["604800000", SOURCE.DEFAULT]);
+      expect([configs.get("cleanup.policy").value, configs.get("cleanup.policy").configSource]).toEqual(["delete", SOURCE.DEFAULT]);
+    }
+    expect(await alterFull(2, [{ resourceType: TOPIC, resourceName: "replaced", configs: [{ name: "cleanup.policy", value: "compact,delete" }] }])).toEqual([
+      [ErrorCode.NONE, null, "replaced", TOPIC],
+    ]);
+    await reconnect();
+    expect(broker.broker.services.topics.get("replaced")!.configs).toEqual({ "cleanup.policy": "compact,delete" });
+    // An empty list of configs clears them all.
+    expect(await alterFull(1, [{ resourceType: TOPIC, resourceName: "replaced", configs: [] }])).toEqual([[ErrorCode.NONE, null, "replaced", TOPIC]]);
+    expect(broker.broker.services.topics.get("replaced")!.configs).toEqual({});
+  });
+
+  test("validateOnly checks without changing", async () => {
+    await createTopic("replaced-validate", 1, { "retention.ms": "1000" });
+    expect(await alterFull(2, [{ resourceType: TOPIC, resourceName: "replaced-validate", configs: [{ name: "segment.ms", value: "7" }] }], true)).toEqual([
+      [ErrorCode.NONE, null, "replaced-validate", TOPIC],
+    ]);
+    expect(await alterFull(2, [{ resourceType: TOPIC, resourceName: "replaced-validate", configs: [{ name: "segment.ms", value: "0" }] }], true)).toEqual([
+      [ErrorCode.INVALID_CONFIG, "Invalid value 0 for configuration segment.ms: Value must be at least 1", "replaced-validate", TOPIC],
+    ]);
+    expect(broker.broker.services.topics.get("replaced-validate")!.configs).toEqual({ "retention.ms": "1000" });
+  });
+
+  test("each mistake gets Apache's error", async () => {
+    await createTopic("replaced-mistakes", 1, { "retention.ms": "1000" });
+    const on = (configs: { name: string; value: string | null }[], name = "replaced-mistakes", resourceType = TOPIC) => [{ resourceType, resourceName: name, configs }];
+    const cases: [ReturnType<typeof on>, number, string][] = [
+      [on([{ name: "retention.ms", value: null }]), ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms"],
+      [on([{ name: "retention.ms", value: "1" }, { name: "retention.ms", value: "2" }]), ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"],
+      [on([{ name: "retention.ms", value: "1" }], ""), ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."],
+      [on([], "bad/name"), ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"],
+      [on([], ".."), ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: '..' is not allowed"],
+      [on([{ name: "no.such", value: "1" }]), ErrorCode.INVALID_CONFIG, "Unknown topic config name: no.such"],
+      [on([{ name: "min.cleanable.dirty.ratio", value: "2" }]), ErrorCode.INVALID_CONFIG, "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"],
+      [
+        on([{ name: "min.compaction.lag.ms", value: "10" }, { name: "max.compaction.lag.ms", value: "5" }]),
+        ErrorCode.INVALID_CONFIG,
+        "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)",
+      ],
+      [
+        on([{ name: "remote.storage.enable", value: "true" }]),
+        ErrorCode.INVALID_CONFIG,
+        "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
+      ],
+      [on([{ name: "root", value: "DEBUG" }], String(BROKER_ID), BROKER_LOGGER), ErrorCode.INVALID_REQUEST, "Unknown resource type 8"],
+      [on([], "x", 99), ErrorCode.INVALID_REQUEST, "Unknown resource type 99"],
+    ];
+    for (const [resources, errorCode, errorMessage] of cases) {
+      const [[code, message]] = await alterFull(0, resources);
+      expect([code, message]).toEqual([errorCode, errorMessage]);
+    }
+    expect(broker.broker.services.topics.get("replaced-mistakes")!.configs).toEqual({ "retention.ms": "1000" });
+    // Apache 4.1.1 sends no answer to a resource named twice; bunka refuses every copy.
+    expect(
+      await alterFull(2, [
+        { resourceType: TOPIC, resourceName: "replaced-mistakes", configs: [] },
+        { resourceType: TOPIC, resourceName: "replaced-mistakes", configs: [] },
+      ]),
+    ).toEqual([
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", "replaced-mistakes", TOPIC],
+      [ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.", "replaced-mistakes", TOPIC],
+    ]);
+  });
+
+  test("a broker layer is replaced as a whole, cleaner settings and topic defaults alike", async () => {
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.bytes", SET, "1048576")] }])).toEqual([[ErrorCode.NONE, null, ""]]);
+    expect(await alterFull(1, [{ resourceType: BROKER, resourceName: "", configs: [{ name: "log.cleaner.backoff.ms", value: "250" }] }])).toEqual([
+      [ErrorCode.NONE, null, "", BROKER],
+    ]);
+    const services = broker.broker.services;
+    expect(services.brokerConfigs.get({ kind: "cluster" })).toEqual({ "log.cleaner.backoff.ms": "250" });
+    expect(services.config.cleaner.backoffMs).toBe(250);
+    expect(services.config.topicConfigDefaults["retention.bytes"]).toBeUndefined();
+
+    expect(await alterFull(2, [{ resourceType: BROKER, resourceName: String(BROKER_ID), configs: [{ name: "log.cleaner.threads", value: "2" }] }])).toEqual([
+      [ErrorCode.NONE, null, String(BROKER_ID), BROKER],
+    ]);
+    expect(services.config.cleaner).toMatchObject({ threads: 2, backoffMs: 250, ioBufferSizeBytes: 65536 });
+    for (const [name, value, source] of [
+      ["log.cleaner.threads", "2", SOURCE.BROKER],
+      ["log.cleaner.backoff.ms", "250", SOURCE.CLUSTER_DEFAULT],
+      ["log.cleaner.io.buffer.size", "65536", SOURCE.STATIC],
+    ] as const) {
+      const described = (await configsOf(BROKER, String(BROKER_ID))).get(name);
+      expect([name, described.value, described.configSource]).toEqual([name, value, source]);
+    }
+
+    expect(await alterFull(0, [{ resourceType: BROKER, resourceName: "", configs: [] }])).toEqual([[ErrorCode.NONE, null, "", BROKER]]);
+    expect(await alterFull(0, [{ resourceType: BROKER, resourceName: String(BROKER_ID), configs: [] }])).toEqual([[ErrorCode.NONE, null, String(BROKER_ID), BROKER]]);
+    expect(services.config.cleaner).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
+  });
+
+  test("broker mistakes get Apache's errors", async () => {
+    const on = (configs: { name: string; value: string | null }[], name = "") => [{ resourceType: BROKER, resourceName: name, configs }];
+    const cases: [ReturnType<typeof on>, number, string][] = [
+      [on([], "7"), ErrorCode.INVALID_REQUEST, `Unexpected broker id, expected ${BROKER_ID}, but received 7`],
+      [on([], "abc"), ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: abc"],
+      [on([{ name: "log.cleaner.enable", value: "false" }]), ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.cleaner.enable)"],
+      [on([{ name: "num.partitions", value: "3" }]), ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)"],
+      [on([{ name: "log.retention.ms", value: "abc" }]), ErrorCode.INVALID_REQUEST, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"],
+      [on([{ name: "log.retention.ms", value: null }]), ErrorCode.INVALID_REQUEST, "Null value not supported for : log.retention.ms"],
+      [
+        on([{ name: "log.retention.ms", value: "1" }, { name: "log.retention.ms", value: "2" }]),
+        ErrorCode.INVALID_REQUEST,
+        "Error due to duplicate config keys",
+      ],
+      [
+        on([{ name: "log.cleaner.threads", value: "3" }], String(BROKER_ID)),
+        ErrorCode.INVALID_REQUEST,
+        "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner threads cannot be increased to more than double the current value 1 for configuration Invalid dynamic configuration",
+      ],
+    ];
+    for (const [resources, errorCode, errorMessage] of cases) {
+      const [[code, message]] = await alterFull(1, resources, true);
+      expect([code, message]).toEqual([errorCode, errorMessage]);
+    }
+    expect(broker.broker.services.brokerConfigs.get({ kind: "cluster" })).toEqual({});
+  });
+});
+
+describe("the log cleaner's settings at runtime", () => {
+  test("IncrementalAlterConfigs changes the dynamic ones; BrokerConfig.cleaner follows at once and after a restart", async () => {
+    const services = () => broker.broker.services;
+    expect(
+      await alter(1, [
+        {
+          resourceType: BROKER,
+          resourceName: "",
+          configs: [
+            op("log.cleaner.threads", SET, "2"),
+            op("log.cleaner.io.max.bytes.per.second", SET, "1048576"),
+            op("log.cleaner.dedupe.buffer.size", SET, "67108864"),
+            op("log.cleaner.io.buffer.load.factor", SET, "0.75"),
+            op("log.cleaner.backoff.ms", SET, "500"),
+          ],
+        },
+      ]),
+    ).toEqual([[ErrorCode.NONE, null, ""]]);
+    const expected = {
+      ...DEFAULT_CLEANER_CONFIG,
+      threads: 2,
+      ioMaxBytesPerSecond: 1048576,
+      dedupeBufferSizeBytes: 67108864,
+      ioBufferLoadFactor: 0.75,
+      backoffMs: 500,
+      ioBufferSizeBytes: 65536,
+    };
+    expect(services().config.cleaner).toEqual(expected);
+    const described = await configsOf(BROKER, String(BROKER_ID));
+    expect([described.get("log.cleaner.io.max.bytes.per.second").value, described.get("log.cleaner.io.max.bytes.per.second").configType]).toEqual(["1048576.0", 6]);
+    expect([described.get("log.cleaner.enable").value, described.get("log.cleaner.enable").readOnly]).toEqual(["true", true]);
+    expect([described.get("log.cleaner.threads").readOnly, described.get("log.cleaner.threads").configSource]).toEqual([false, SOURCE.CLUSTER_DEFAULT]);
+    const cluster = await configsOf(BROKER, "");
+    expect([...cluster.keys()]).toEqual([
+      "log.cleaner.backoff.ms",
+      "log.cleaner.dedupe.buffer.size",
+      "log.cleaner.io.buffer.load.factor",
+      "log.cleaner.io.max.bytes.per.second",
+      "log.cleaner.threads",
+    ]);
+    await reconnect();
+    expect(services().config.cleaner).toEqual(expected);
+
+    const refusals: [ReturnType<typeof op>, string][] = [
+      [op("log.cleaner.enable", SET, "false"), "Cannot update these configs dynamically: Set(log.cleaner.enable)"],
+      [op("log.cleaner.threads", SET, "-1"), "Invalid value -1 for configuration log.cleaner.threads: Value must be at least 0"],
+      [op("log.cleaner.threads", SET, "5"), "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner threads cannot be increased to more than double the current value 2 for configuration Invalid dynamic configuration"],
+      [op("log.cleaner.threads", SET, "0"), "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner threads should be at least 1 for configuration Invalid dynamic configuration"],
+      [op("log.cleaner.dedupe.buffer.size", SET, "1000"), "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."],
+      [op("log.cleaner.io.buffer.load.factor", SET, "abc"), "Invalid value abc for configuration log.cleaner.io.buffer.load.factor: Not a number of type DOUBLE"],
+      [op("log.cleaner.backoff.ms", APPEND, "1"), "Config value append is not allowed for config key: log.cleaner.backoff.ms"],
+    ];
+    for (const [change, message] of refusals) {
+      const [[code, got]] = await alter(1, [{ resourceType: BROKER, resourceName: String(BROKER_ID), configs: [change] }]);
+      expect([change.name, got]).toEqual([change.name, message]);
+      expect(code).toBe(change.configOperation === APPEND ? ErrorCode.INVALID_CONFIG : ErrorCode.INVALID_REQUEST);
+    }
+    expect(services().config.cleaner).toEqual(expected);
+
+    expect(
+      await alter(1, [
+        {
+          resourceType: BROKER,
+          resourceName: "",
+          configs: ["log.cleaner.threads", "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms"].map((name) => op(name, DELETE)),
+        },
+      ]),
+    ).toEqual([[ErrorCode.NONE, null, ""]]);
+    expect(services().config.cleaner).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
+  });
+
+  test("the compaction topic defaults change at runtime and apply to topics without their own value", async () => {
+    await createTopic("inherits-compaction", 1);
+    expect(
+      await alter(1, [
+        {
+          resourceType: BROKER,
+          resourceName: "",
+          configs: [op("log.cleanup.policy", APPEND, "compact"), op("log.cleaner.min.cleanable.ratio", SET, "0.1"), op("compression.type", SET, "lz4")],
+        },
+      ]),
+    ).toEqual([[ErrorCode.NONE, null, ""]]);
+    const services = broker.broker.services;
+    const resolved = resolveTopicConfigWithDefaults(services.topics.get("inherits-compaction")!.configs, services.config.topicConfigDefaults);
+    expect([resolved.cleanupPolicy, resolved.minCleanableDirtyRatio, resolved.compressionType]).toEqual([{ compact: true, delete: true }, 0.1, "lz4"]);
+    const topic = await configsOf(TOPIC, "inherits-compaction");
+    expect([topic.get("cleanup.policy").value, topic.get("cleanup.policy").configSource]).toEqual(["delete,compact", SOURCE.CLUSTER_DEFAULT]);
+    expect(topic.get("min.cleanable.dirty.ratio").synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
+      ["log.cleaner.min.cleanable.ratio", "0.1", SOURCE.CLUSTER_DEFAULT],
+      ["log.cleaner.min.cleanable.ratio", "0.5", SOURCE.DEFAULT],
+    ]);
+    expect(
+      await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.cleaner.min.compaction.lag.ms", SET, "10"), op("log.cleaner.max.compaction.lag.ms", SET, "5")] }]),
+    ).toEqual([[ErrorCode.INVALID_REQUEST, "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)", ""]]);
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [] }].map((r) => ({ ...r, configs: [op("log.cleanup.policy", DELETE), op("log.cleaner.min.cleanable.ratio", DELETE), op("compression.type", DELETE)] })))).toEqual([
+      [ErrorCode.NONE, null, ""],
+    ]);
+  });
+});
+
 describe("ApiVersions", () => {
-  test("advertises the three APIs with the versions they answer", async () => {
+  test("advertises the config APIs with the versions they answer", async () => {
     const res = await client.request(18, 3, { clientSoftwareName: "wire-test", clientSoftwareVersion: "1.0" });
     const range = (key: number) => {
       const k = res.apiKeys.find((a: { apiKey: number }) => a.apiKey === key);
       return [k.minVersion, k.maxVersion];
     };
-    expect([range(32), range(37), range(44)]).toEqual([
+    expect([range(32), range(33), range(37), range(44)]).toEqual([
       [0, 4],
+      [0, 2],
       [0, 3],
       [0, 1],
     ]);
