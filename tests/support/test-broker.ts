@@ -26,7 +26,15 @@ export interface TestBroker {
 
 export async function startTestBroker(
   overrides: Partial<BrokerConfig> = {},
-  opts: { fs?: Fs; clock?: Clock; log?: Logger; keepDataDir?: boolean; groups?: GroupCoordinatorOptions } = {},
+  opts: {
+    fs?: Fs;
+    clock?: Clock;
+    log?: Logger;
+    keepDataDir?: boolean;
+    groups?: GroupCoordinatorOptions;
+    /** false: the broker's own log cleaner never runs a round by itself (the test runs them). */
+    cleaner?: false;
+  } = {},
 ): Promise<TestBroker> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "bunka-test-"));
   const log = opts.log ?? (process.env.BUNKA_TEST_LOG ? createLogger({ format: "text", level: "debug" }) : silentLogger);
@@ -34,7 +42,14 @@ export async function startTestBroker(
   let port = 0;
 
   const start = async () => {
-    const broker = await createBroker({ config: { ...config, listenPort: port }, fs: opts.fs ?? nodeFs, clock: opts.clock ?? systemClock, log, groups: opts.groups });
+    const broker = await createBroker({
+      config: { ...config, listenPort: port },
+      fs: opts.fs ?? nodeFs,
+      clock: opts.clock ?? systemClock,
+      log,
+      groups: opts.groups,
+      ...(opts.cleaner === false ? { cleaner: false as const } : {}),
+    });
     const listener = await startKafkaListener({
       host: config.listenHost,
       port,
