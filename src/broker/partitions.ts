@@ -295,10 +295,6 @@ export class PartitionManager {
     return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).cleanupPolicy;
   }
 
-  /** The resolved max.message.bytes of a topic (Produce checks each batch against it). */
-  maxMessageBytesOf(topic: TopicRecord): number {
-    return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).maxMessageBytes;
-  }
 }
 
 /** The topic of a partition key (`<topic>-<partition>`; topic names may contain dashes). */
