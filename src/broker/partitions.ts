@@ -294,7 +294,6 @@ export class PartitionManager {
   cleanupPolicyOf(topic: TopicRecord): { compact: boolean; delete: boolean } {
     return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).cleanupPolicy;
   }
-
 }
 
 /** The topic of a partition key (`<topic>-<partition>`; topic names may contain dashes). */
