@@ -420,7 +420,7 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     const selfId = ownership.selfId;
     switch (resource.resourceType) {
       case ConfigResourceType.TOPIC: {
-        if (name === "") return failure(resource, ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty");
+        if (name === "") return failure(resource, ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed");
         const reason = configTopicNameProblem(name);
         if (reason !== null) return failure(resource, ErrorCode.INVALID_TOPIC_EXCEPTION, reason);
         const topic = topics.get(name);

@@ -141,8 +141,6 @@ export class ConfigChanges {
       if (reason !== null) return refuse(ErrorCode.INVALID_REQUEST, reason);
     }
     const effective = brokerConfigs.effectiveWith(layer, next);
-    const conflict = topicConfigProblems({}, effective.topicDefaults)[0];
-    if (conflict !== undefined) return refuse(ErrorCode.INVALID_REQUEST, conflict.reason);
     if (!sameCleaner(config.cleaner, effective.cleaner)) {
       const reason = cleanerReconfigurationProblem(config.cleaner, effective.cleaner);
       if (reason !== null) return refuse(ErrorCode.INVALID_REQUEST, reason);

@@ -321,7 +321,9 @@ export function parseServeArgs(
       `${where}: ${dedupe} (log.cleaner.dedupe.buffer.size=${config.cleaner.dedupeBufferSizeBytes}, log.cleaner.threads=${config.cleaner.threads})`,
     );
   }
-  const conflict = topicConfigProblems({}, config.topicConfigDefaults)[0];
+  // Apache's LogManager refuses to start with contradicting defaults (a dynamic change is not checked).
+  const lags = { "min.compaction.lag.ms": "0", "max.compaction.lag.ms": "9223372036854775807" };
+  const conflict = topicConfigProblems({ ...lags, ...config.topicConfigDefaults }, {})[0];
   if (conflict !== undefined) throw new ConfigError(`${where}: ${conflict.reason}`);
   return config;
 }

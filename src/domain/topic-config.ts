@@ -193,9 +193,11 @@ function valueProblem(configSpec: ConfigSpec, name: string, value: string): Topi
 
 /**
  * Every problem with a set of topic configs, as Apache orders its checks: unknown names first, then each
- * value (in name order), then the rules between values. `brokerDefaults` (keyed by topic config name, as
- * BrokerConfig.topicConfigDefaults is) take part in the rules between values, as Apache's broker
- * defaults do: min.compaction.lag.ms may not exceed the max.compaction.lag.ms in effect.
+ * value (in name order), then the rules between values: min.compaction.lag.ms may not exceed the
+ * max.compaction.lag.ms in effect, `brokerDefaults` (keyed by topic config name, as
+ * BrokerConfig.topicConfigDefaults is) supplying the one the topic does not set. A topic that sets
+ * neither is not refused for broker defaults that contradict each other: Apache 4.1.1 accepts such
+ * defaults (IncrementalAlterConfigs does not check them), and they are no fault of the topic's.
  */
 export function topicConfigProblems(
   configs: Readonly<Record<string, string>>,
@@ -210,6 +212,7 @@ export function topicConfigProblems(
     if (problem !== null) problems.push(problem);
   }
   if (problems.length > 0) return problems;
+  if (configs["min.compaction.lag.ms"] === undefined && configs["max.compaction.lag.ms"] === undefined) return problems;
   const effective = (name: TopicConfigName): string => configs[name] ?? brokerDefaults[name] ?? spec(name).defaultValue;
   const minLag = parseJavaInteger(effective("min.compaction.lag.ms"), "LONG");
   const maxLag = parseJavaInteger(effective("max.compaction.lag.ms"), "LONG");
