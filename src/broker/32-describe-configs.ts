@@ -48,6 +48,7 @@ import { canonicalValue, type ConfigType as ValueType } from "../domain/config-v
 import {
   BROKER_CONFIG_FOR_TOPIC_CONFIG,
   BROKER_TOPIC_DEFAULT_NAMES,
+  brokerSynonymHasDefault,
   canonicalTopicConfigValue,
   TOPIC_CONFIG_DEFAULTS,
   TOPIC_CONFIG_NAMES,
@@ -280,7 +281,7 @@ export function topicConfigEntries(services: BrokerServices, own: Readonly<Recor
       add(brokerConfigs.get({ kind: "broker", brokerId: ownership.selfId })[brokerName], ConfigSource.DYNAMIC_BROKER_CONFIG);
       add(brokerConfigs.get({ kind: "cluster" })[brokerName], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG);
       add(brokerConfigs.staticTopicDefaults[name], ConfigSource.STATIC_BROKER_CONFIG);
-      add(TOPIC_CONFIG_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG);
+      if (brokerSynonymHasDefault(name)) add(TOPIC_CONFIG_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG);
     }
     const first = synonyms[0];
     return {
@@ -317,7 +318,7 @@ export function parseBrokerId(name: string): number | undefined {
 
 interface Described {
   name: string;
-  value: string;
+  value: string | null;
   readOnly: boolean;
   synonyms: DescribeConfigsResponse_DescribeConfigsSynonymInit[];
   type: number;
@@ -343,8 +344,9 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     const topicName = topicConfigForBrokerConfig(brokerName)!;
     const synonyms = topicConfigEntries(services, {}, true).find((entry) => entry.name === topicName)!.synonyms;
     return {
+      // Null when nothing sets it and Apache's broker config has no default (log.retention.ms, ...).
       name: brokerName,
-      value: synonyms[0]!.value!,
+      value: synonyms[0]?.value ?? null,
       readOnly: false,
       synonyms,
       type: TYPE_IDS[topicConfigType(topicName)],

@@ -47,6 +47,12 @@ interface ConfigSpec {
   check: ValueCheck;
   /** A refusal of a value Apache would accept but bunka cannot honour; null when honoured or harmless. */
   refuse?: (value: string) => string | null;
+  /**
+   * True when Apache's broker synonym has no default of its own (log.retention.ms, log.roll.ms, ...: the
+   * value comes from log.retention.hours and the like, which bunka does not have), so DescribeConfigs
+   * lists no DEFAULT_CONFIG synonym for it and a broker shows it as null until it is set.
+   */
+  brokerDefaultUnset?: true;
 }
 
 export const CLEANUP_POLICIES = ["compact", "delete"] as const;
@@ -97,7 +103,7 @@ const SPECS = {
   "delete.retention.ms": { type: "LONG", defaultValue: "86400000", brokerName: "log.cleaner.delete.retention.ms", check: integerIn("LONG", 0n) },
   "file.delete.delay.ms": { type: "LONG", defaultValue: "60000", brokerName: "log.segment.delete.delay.ms", check: integerIn("LONG", 0n) },
   "flush.messages": { type: "LONG", defaultValue: LONG_MAX_TEXT, brokerName: "log.flush.interval.messages", check: integerIn("LONG", 1n) },
-  "flush.ms": { type: "LONG", defaultValue: LONG_MAX_TEXT, brokerName: "log.flush.interval.ms", check: integerIn("LONG", 0n) },
+  "flush.ms": { type: "LONG", defaultValue: LONG_MAX_TEXT, brokerName: "log.flush.interval.ms", check: integerIn("LONG", 0n), brokerDefaultUnset: true },
   "follower.replication.throttled.replicas": { type: "LIST", defaultValue: "", brokerName: null, check: throttledReplicas },
   "index.interval.bytes": { type: "INT", defaultValue: "4096", brokerName: "log.index.interval.bytes", check: integerIn("INT", 0n) },
   "leader.replication.throttled.replicas": { type: "LIST", defaultValue: "", brokerName: null, check: throttledReplicas },
@@ -135,13 +141,13 @@ const SPECS = {
   },
   // Apache defines retention.bytes without a lower bound: any negative value means no size limit.
   "retention.bytes": { type: "LONG", defaultValue: "-1", brokerName: "log.retention.bytes", check: integerIn("LONG") },
-  "retention.ms": { type: "LONG", defaultValue: "604800000", brokerName: "log.retention.ms", check: integerIn("LONG", -1n) },
+  "retention.ms": { type: "LONG", defaultValue: "604800000", brokerName: "log.retention.ms", check: integerIn("LONG", -1n), brokerDefaultUnset: true },
   // Apache 4.1 asks for at least 1 MiB; bunka keeps the older minimum of 14 bytes (one record's
   // overhead), which its tests and small deployments rely on to roll segments often.
   "segment.bytes": { type: "INT", defaultValue: "1073741824", brokerName: "log.segment.bytes", check: integerIn("INT", 14n) },
   "segment.index.bytes": { type: "INT", defaultValue: "10485760", brokerName: "log.index.size.max.bytes", check: integerIn("INT", 4n) },
-  "segment.jitter.ms": { type: "LONG", defaultValue: "0", brokerName: "log.roll.jitter.ms", check: integerIn("LONG", 0n) },
-  "segment.ms": { type: "LONG", defaultValue: "604800000", brokerName: "log.roll.ms", check: integerIn("LONG", 1n) },
+  "segment.jitter.ms": { type: "LONG", defaultValue: "0", brokerName: "log.roll.jitter.ms", check: integerIn("LONG", 0n), brokerDefaultUnset: true },
+  "segment.ms": { type: "LONG", defaultValue: "604800000", brokerName: "log.roll.ms", check: integerIn("LONG", 1n), brokerDefaultUnset: true },
   "unclean.leader.election.enable": { type: "BOOLEAN", defaultValue: "false", brokerName: "unclean.leader.election.enable", check: booleanValue },
 } satisfies Record<string, ConfigSpec>;
 
@@ -344,6 +350,12 @@ export const BROKER_CONFIG_FOR_TOPIC_CONFIG: Readonly<Partial<Record<TopicConfig
 const TOPIC_CONFIG_FOR_BROKER_CONFIG: ReadonlyMap<string, TopicConfigName> = new Map(
   Object.entries(BROKER_CONFIG_FOR_TOPIC_CONFIG).map(([topicName, brokerName]) => [brokerName!, topicName as TopicConfigName]),
 );
+
+/** Whether DescribeConfigs lists a DEFAULT_CONFIG synonym for the topic config's broker-level default. */
+export function brokerSynonymHasDefault(name: TopicConfigName): boolean {
+  const configSpec = spec(name);
+  return configSpec.brokerName !== null && configSpec.brokerDefaultUnset !== true;
+}
 
 /** The broker configs that set topic defaults, sorted. */
 export const BROKER_TOPIC_DEFAULT_NAMES: readonly string[] = [...TOPIC_CONFIG_FOR_BROKER_CONFIG.keys()].sort();

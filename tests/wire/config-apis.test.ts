@@ -199,14 +199,11 @@ describe("DescribeConfigs", () => {
         expect([retention.isDefault, segmentMs.isDefault, cleanup.isDefault]).toEqual([false, false, true]);
       } else {
         expect([retention.configSource, segmentMs.configSource, cleanup.configSource]).toEqual([SOURCE.TOPIC, SOURCE.STATIC, SOURCE.DEFAULT]);
-        expect(retention.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
-          ["retention.ms", "1000", SOURCE.TOPIC],
-          ["log.retention.ms", "604800000", SOURCE.DEFAULT],
-        ]);
-        expect(segmentMs.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
-          ["log.roll.ms", "3600000", SOURCE.STATIC],
-          ["log.roll.ms", "604800000", SOURCE.DEFAULT],
-        ]);
+        // As Apache lists them: log.retention.ms and log.roll.ms have no default of their own there (the
+        // value comes from log.retention.hours / log.roll.hours), so no DEFAULT_CONFIG synonym.
+        expect(retention.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([["retention.ms", "1000", SOURCE.TOPIC]]);
+        expect(segmentMs.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([["log.roll.ms", "3600000", SOURCE.STATIC]]);
+        expect(cleanup.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([["log.cleanup.policy", "delete", SOURCE.DEFAULT]]);
       }
       if (v >= 3) {
         expect([retention.configType, cleanup.configType, byName.get("segment.bytes").configType, byName.get("message.timestamp.type").configType]).toEqual([5, 7, 3, 2]);
@@ -279,7 +276,8 @@ describe("DescribeConfigs", () => {
     expect(pick("transaction.max.timeout.ms")).toEqual(["900000", SOURCE.DEFAULT, true]);
     expect(pick("offsets.retention.minutes")).toEqual(["10080", SOURCE.DEFAULT, true]);
     expect(pick("log.roll.ms")).toEqual(["3600000", SOURCE.STATIC, false]);
-    expect(pick("log.retention.ms")).toEqual(["604800000", SOURCE.DEFAULT, false]);
+    // Null, as Apache shows a broker config without a default of its own that nothing sets.
+    expect(pick("log.retention.ms")).toEqual([null, SOURCE.DEFAULT, false]);
     expect(pick("message.max.bytes")).toEqual(["1048588", SOURCE.DEFAULT, false]);
     expect(configs.get("broker.id").synonyms.map((s: any) => [s.value, s.source])).toEqual([
       [String(BROKER_ID), SOURCE.STATIC],
@@ -464,10 +462,7 @@ describe("IncrementalAlterConfigs on brokers", () => {
     const check = async () => {
       const inherits = (await configsOf(TOPIC, "inherits")).get("retention.ms");
       expect([inherits.value, inherits.configSource]).toEqual(["86400000", SOURCE.CLUSTER_DEFAULT]);
-      expect(inherits.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([
-        ["log.retention.ms", "86400000", SOURCE.CLUSTER_DEFAULT],
-        ["log.retention.ms", "604800000", SOURCE.DEFAULT],
-      ]);
+      expect(inherits.synonyms.map((s: any) => [s.name, s.value, s.source])).toEqual([["log.retention.ms", "86400000", SOURCE.CLUSTER_DEFAULT]]);
       const overrides = (await configsOf(TOPIC, "overrides")).get("retention.ms");
       expect([overrides.value, overrides.configSource]).toEqual(["1000", SOURCE.TOPIC]);
 
@@ -512,7 +507,6 @@ describe("IncrementalAlterConfigs on brokers", () => {
       ["1800000", SOURCE.BROKER],
       ["7200000", SOURCE.CLUSTER_DEFAULT],
       ["3600000", SOURCE.STATIC],
-      ["604800000", SOURCE.DEFAULT],
     ]);
     expect([topic.get("segment.ms").value, topic.get("segment.ms").configSource]).toEqual(["1800000", SOURCE.BROKER]);
     expect([topic.get("segment.bytes").value, topic.get("segment.bytes").configSource]).toEqual(["2097152", SOURCE.CLUSTER_DEFAULT]);
