@@ -1,9 +1,11 @@
 /**
  * Apache Kafka's own Java tools (4.1.1, from Maven Central) against an in-process bunka: kafka-topics
- * create / describe / list / alter / delete, kafka-configs, and kafka-broker-api-versions. The expected
+ * create / describe / list / alter / delete, kafka-configs (topic configs, compaction, --describe --all,
+ * the cleaner's broker settings), and kafka-broker-api-versions. The expected
  * output is what the same tools print against Apache Kafka (tests/interop/apache-kafka-reference.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { TOPIC_CONFIG_NAMES } from "../../src/domain/topic-config.ts";
 import { runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 
@@ -65,6 +67,77 @@ describe("kafka-topics against bunka", () => {
     ok(await runKafkaTool("kafka-configs", [...base, "--alter", "--delete-config", "retention.ms"]));
     const after = ok(await runKafkaTool("kafka-configs", [...base, "--describe"]));
     expect(after.stdout).not.toContain("retention.ms=1000");
+  }, TIMEOUT);
+
+  test("kafka-topics --create --config cleanup.policy=compact,delete, then kafka-configs --alter --add-config cleanup.policy=compact", async () => {
+    const created = ok(await topics(["--create", "--topic", "java-compacted", "--partitions", "1", "--config", "cleanup.policy=compact,delete"]));
+    expect(created.stdout.trim()).toBe("Created topic java-compacted.");
+    // Apache lists min.insync.replicas=1 here too, which its storage format sets cluster-wide.
+    expect(ok(await topics(["--describe", "--topic", "java-compacted"])).stdout).toContain("Configs: cleanup.policy=compact,delete\n");
+    expect(broker.broker.services.topics.get("java-compacted")!.configs).toEqual({ "cleanup.policy": "compact,delete" });
+
+    const base = ["--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--entity-name", "java-compacted"];
+    const altered = ok(await runKafkaTool("kafka-configs", [...base, "--alter", "--add-config", "cleanup.policy=compact,min.cleanable.dirty.ratio=0.1"]));
+    expect(altered.stdout.trim()).toBe("Completed updating config for topic java-compacted.");
+    // The same lines as against Apache Kafka 4.1.1.
+    expect(ok(await runKafkaTool("kafka-configs", [...base, "--describe"])).stdout).toBe(
+      "Dynamic configs for topic java-compacted are:\n" +
+        "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}\n" +
+        "  min.cleanable.dirty.ratio=0.1 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.cleanable.dirty.ratio=0.1, DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5}\n",
+    );
+    const list = ok(await runKafkaTool("kafka-configs", [...base, "--alter", "--add-config", "cleanup.policy=[delete,compact]"]));
+    expect(list.code).toBe(0);
+    expect(broker.broker.services.topics.get("java-compacted")!.configs["cleanup.policy"]).toBe("delete,compact");
+
+    const refused = await runKafkaTool("kafka-configs", [...base, "--alter", "--add-config", "remote.storage.enable=true"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout + refused.stderr).toContain(
+      "InvalidConfigurationException: Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
+    );
+  }, TIMEOUT);
+
+  test("kafka-configs --describe --all prints every topic config in Apache's format", async () => {
+    ok(await topics(["--create", "--topic", "java-all-configs", "--partitions", "1", "--config", "min.cleanable.dirty.ratio=1", "--config", "preallocate=TRUE"]));
+    const described = ok(await runKafkaTool("kafka-configs", ["--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--entity-name", "java-all-configs", "--describe", "--all"]));
+    const lines = described.stdout.trimEnd().split("\n");
+    expect(lines[0]).toBe("All configs for topic java-all-configs are:");
+    const configs = lines.slice(1);
+    expect(configs.map((line) => line.trim().split("=")[0])).toEqual([...TOPIC_CONFIG_NAMES]);
+    for (const line of configs) expect(line).toMatch(/^ {2}[a-z0-9.]+=\S* sensitive=false synonyms=\{.*\}$/);
+    // Lines Apache Kafka 4.1.1 prints the same for the same topic.
+    expect(configs).toContain(
+      "  min.cleanable.dirty.ratio=1.0 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.cleanable.dirty.ratio=1.0, DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5}",
+    );
+    expect(configs).toContain("  preallocate=true sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:preallocate=true, DEFAULT_CONFIG:log.preallocate=false}");
+    expect(configs).toContain("  remote.storage.enable=false sensitive=false synonyms={}");
+    expect(configs).toContain("  segment.ms=604800000 sensitive=false synonyms={}");
+    expect(configs).toContain(
+      "  max.compaction.lag.ms=9223372036854775807 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.max.compaction.lag.ms=9223372036854775807}",
+    );
+  }, TIMEOUT);
+
+  test("kafka-configs changes the log cleaner's settings for the cluster, and refuses log.cleaner.enable", async () => {
+    const brokers = ["--bootstrap-server", broker.bootstrap, "--entity-type", "brokers"];
+    const set = ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--alter", "--add-config", "log.cleaner.backoff.ms=2000,log.cleaner.threads=2"]));
+    expect(set.stdout.trim()).toBe("Completed updating default config for brokers in the cluster.");
+    expect(broker.broker.services.config.cleaner).toMatchObject({ backoffMs: 2000, threads: 2 });
+    expect(ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--describe"])).stdout).toBe(
+      "Default configs for brokers in the cluster are:\n" +
+        "  log.cleaner.backoff.ms=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=2000}\n" +
+        "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}\n",
+    );
+    const all = ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-name", "0", "--describe", "--all"])).stdout;
+    expect(all).toContain(
+      "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2, DEFAULT_CONFIG:log.cleaner.threads=1}\n",
+    );
+    expect(all).toContain("  log.cleaner.enable=true sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.enable=true}\n");
+
+    const refused = await runKafkaTool("kafka-configs", [...brokers, "--entity-name", "0", "--alter", "--add-config", "log.cleaner.enable=false"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout + refused.stderr).toContain("InvalidRequestException: Cannot update these configs dynamically: Set(log.cleaner.enable)");
+
+    ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--alter", "--delete-config", "log.cleaner.backoff.ms,log.cleaner.threads"]));
+    expect(broker.broker.services.config.cleaner).toMatchObject({ backoffMs: 15000, threads: 1 });
   }, TIMEOUT);
 
   test("kafka-broker-api-versions lists what bunka serves", async () => {
