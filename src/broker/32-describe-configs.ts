@@ -8,7 +8,10 @@
  *   (DYNAMIC_TOPIC_CONFIG), else the broker-level default set dynamically for this broker
  *   (DYNAMIC_BROKER_CONFIG) or the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else the static configuration
  *   (STATIC_BROKER_CONFIG), else the built-in default (DEFAULT_CONFIG); a config without a broker-level
- *   synonym (remote.*, the replication throttles) has no synonym but its own value, as in Apache.
+ *   synonym (remote.*, the replication throttles) has no synonym but its own value, as in Apache, and
+ *   neither has a default whose Apache broker config has none of its own (log.retention.ms, log.roll.ms,
+ *   log.roll.jitter.ms, log.flush.interval.ms derive theirs from settings bunka does not have, such as
+ *   log.retention.hours): no DEFAULT_CONFIG synonym, and a broker shows them null until they are set.
  *   An illegal name -> INVALID_TOPIC_EXCEPTION; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION with an
  *   empty message, Apache 4.1.1's answer in every version.
  * - BROKER (4): resource name = this broker's id -> the broker configs bunka honours or accepts, with the
@@ -58,6 +61,7 @@ import {
 } from "../domain/topic-config.ts";
 import { TOPIC_NAME_LENGTH_MAX } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
+import type { CreateTopicsResponse_CreatableTopicConfigsInit } from "../protocol/generated/create-topics-response.ts";
 import type {
   DescribeConfigsRequest,
   DescribeConfigsRequest_DescribeConfigsResource,
@@ -69,7 +73,6 @@ import type {
   DescribeConfigsResponse_DescribeConfigsSynonymInit,
 } from "../protocol/generated/describe-configs-response.ts";
 import { type BrokerConfig, defaultBrokerConfig } from "./config.ts";
-import type { CreateTopicsResponse_CreatableTopicConfigsInit } from "../protocol/generated/create-topics-response.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
