@@ -4,17 +4,17 @@
  * prints the REST URL of the free port it was given: listeners=http://127.0.0.1:0) keeps its connector
  * configs, source offsets and statuses in three topics it creates itself with cleanup.policy=compact. Its
  * one connector is Connect's FileStreamSource (connect-file) with exactly.once.support=required and
- * transaction.boundary=poll: every poll of its task (the complete lines the file has grown by) is one
- * transaction of the task's transactional producer that carries both the lines and the file position reached
- * (the source offset, in the offsets topic), so a restarted task resumes exactly where the last committed
- * transaction ended.
+ * transaction.boundary=interval: every TXN_INTERVAL_MS the task's transactional producer commits one
+ * transaction that carries both the lines read since the last one and the file position reached (the source
+ * offset, in the offsets topic), so a restarted task resumes exactly where the last committed transaction
+ * ended.
  *
  * The test appends numbered lines ("line-000001", ...) to the source file while the worker runs, at most AHEAD
  * lines past the target topic's high watermark, so lines keep arriving across every run and also while the
  * worker is down. The worker is SIGKILLed KILLS times, each after the seeded k-th (3-6) advance of the
  * target's last stable offset during its run (a commit of the task's transaction), at the first moment after
  * that when the target's high watermark is past its LSO (records of an open transaction are in the log), and a
- * seeded 0-10 ms later; each restart is a new member of the worker group, which takes the connector
+ * seeded 0-100 ms later; each restart is a new member of the worker group, which takes the connector
  * and its task over once the killed member's session (6 s) expired, fences the killed task's producer (the
  * leader's zombie fencing, then the new task's InitProducerId) and reads the committed offset back. The input
  * ends FINAL_LINES lines after the last kill; the last run copies them and is stopped with SIGTERM.
@@ -68,11 +68,15 @@ const AHEAD = 600;
 const BATCH = 2 * MAX_LINES;
 /**
  * A run is killed after the k-th advance of the target's LSO it caused, k in this range, once an open
- * transaction's records are in the log, and 0-10 ms later (a poll's transaction is committed as soon as its
- * records are acknowledged, so it is not open for long).
+ * transaction's records are in the log, and 0-100 ms later (its transactions are open for TXN_INTERVAL_MS).
  */
 const KILL_AFTER_COMMITS = { min: 3, max: 6 };
-const KILL_DELAY_MAX_MS = 10;
+const KILL_DELAY_MAX_MS = 100;
+/**
+ * transaction.boundary.interval.ms. With transaction.boundary=poll a transaction would hold one poll's lines and
+ * be committed as soon as they are acknowledged, open for a few ms: a kill would hardly ever find one open.
+ */
+const TXN_INTERVAL_MS = 300;
 const TEST_TIMEOUT_MS = 240_000;
 
 const GROUP = "connect-eos";
@@ -147,7 +151,8 @@ function connectorConfig(file: string): Record<string, string> {
     topic: TARGET_TOPIC,
     "batch.size": String(BATCH),
     "exactly.once.support": "required",
-    "transaction.boundary": "poll",
+    "transaction.boundary": "interval",
+    "transaction.boundary.interval.ms": String(TXN_INTERVAL_MS),
   };
 }
 

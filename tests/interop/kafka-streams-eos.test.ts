@@ -3,8 +3,9 @@
  * flows (tests/interop/java/eos-apps/WordCountEos.java, compiled with javac into .cache/java-classes/eos-apps/):
  * a word count that splits lines into words, re-keys them by word (the repartition topic
  * wordcount-eos-words-repartition), counts them in a persistent RocksDB store (its changelog
- * wordcount-eos-counts-changelog, which Streams creates with cleanup.policy=compact) and writes every new count
- * to the output topic, with the record cache off: each input word yields one output record.
+ * wordcount-eos-counts-changelog, which Streams creates with cleanup.policy=compact, here with 1 s segments so
+ * that the broker's log cleaner compacts it while the test runs) and writes every new count to the output
+ * topic, with the record cache off: each input word yields one output record.
  *
  * The input: seeded lines of 1-6 words from a small vocabulary, in 2 partitions, written by an idempotent
  * producer (kafkajs) while the application runs. The producer stays at most AHEAD lines in front of what the
@@ -15,18 +16,20 @@
  * LSO (records of an open transaction are in the log), and a seeded 0-20 ms later; its commit interval is
  * 100 ms. It is restarted on the same state directory: the restart fences the killed instance's producer (the
  * transactional id comes from the process id Streams keeps in that directory), its open transaction is
- * aborted, and it resumes from the committed offsets with its store restored from the changelog. Before the last run the state directory is wiped: that run is a new process id
- * with a new transactional id, waits for the broker to abort the killed instance's transaction
- * (transaction.timeout.ms) before its offsets are stable, restores the whole store from the changelog (from
- * offset 0) and must still count exactly. The input ends FINAL_LINES lines after the last kill; the last run
- * processes them and is stopped with SIGTERM (an orderly close).
+ * aborted, and it resumes from the committed offsets with its store restored from the changelog.
+ *
+ * Before the last run the test waits until the log cleaner has compacted every changelog partition, and wipes
+ * the state directory: that run is a new process id with a new transactional id, waits for the broker to abort
+ * the killed instance's transaction (transaction.timeout.ms) before its offsets are stable, restores the whole
+ * store from the compacted changelog (from offset 0) and must still count exactly. The input ends FINAL_LINES
+ * lines after the last kill; the last run processes them and is stopped with SIGTERM (an orderly close).
  *
  * Then the output is read read_committed (raw Fetch, aborted transactions honoured): for every word the counts
  * are exactly 1, 2, ..., N in offset order, N being the word's number of occurrences in the input, which is
  * what one clean run gives. A duplicated processing would repeat a count, a lost one would skip one or leave
  * the final count short, and a count going backwards would break the sequence. Also: every output batch is
  * transactional and nothing is left hanging (LSO = high watermark), the input holds exactly what was produced,
- * and the internal topics exist with the changelog compacted.
+ * and the internal topics exist, the changelog with cleanup.policy=compact and the configs it was given.
  *
  *   bun test --timeout 300000 tests/interop/kafka-streams-eos.test.ts
  *   EOS_APPS_TARGET=apache ...             (the same against Apache Kafka 4.1.1: is it the application or bunka?)
@@ -48,6 +51,7 @@ import {
   endOffsetsOn,
   killJvmApps,
   partitionCounts,
+  removedByCleaner,
   startTarget,
   topicConfigs,
   waitForCondition,
@@ -79,6 +83,14 @@ const KILL_DELAY_MAX_MS = 20;
  * in both brokers), and only then are the committed offsets stable for the new instance.
  */
 const TRANSACTION_TIMEOUT_MS = 5000;
+/**
+ * The changelog's own topic configs (on top of Streams' cleanup.policy=compact): segments rolled every second and
+ * cleanable as soon as anything is dirty, with the brokers' cleaner looking every CLEANER_BACKOFF_MS, so that
+ * the log cleaner compacts the changelog while the application runs and the wiped-state run restores from a
+ * compacted log (aborted transactions' records removed, keys overwritten).
+ */
+const CHANGELOG_CONFIGS = { "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01" };
+const CLEANER_BACKOFF_MS = 1000;
 const TEST_TIMEOUT_MS = 240_000;
 
 const APP_ID = "wordcount-eos";
@@ -96,7 +108,7 @@ let classpath: string;
 
 beforeAll(async () => {
   classpath = await compileEosApps();
-  target = await startTarget();
+  target = await startTarget({ cleanerBackoffMs: CLEANER_BACKOFF_MS });
 }, 120_000);
 
 afterAll(async () => {
@@ -123,6 +135,7 @@ function planKills(): KillPlan[] {
 }
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
 const countOf = (value: Uint8Array | null) => {
   if (value === null || value.length !== 8) throw new Error(`an output value is not a long: ${value === null ? "null" : `${value.length} bytes`}`);
   return Number(new DataView(value.buffer, value.byteOffset, 8).getBigInt64(0));
@@ -165,6 +178,9 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
         stateDir,
         "wordcount-eos-instance",
         String(TRANSACTION_TIMEOUT_MS),
+        Object.entries(CHANGELOG_CONFIGS)
+          .map(([name, value]) => `${name}=${value}`)
+          .join(","),
       ]);
       app.onLine((line) => {
         if (!line.startsWith("AT ")) return;
@@ -209,6 +225,7 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
 
     const killLog: string[] = [];
     let restoredByWipedRun: string[] = [];
+    let compactedBeforeRestore: number[] = [];
     try {
       for (const kill of plan) {
         const app = startRun();
@@ -244,6 +261,20 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
         killLog.push(`${kill.delayMs} ms after commit ${kill.commits} and an open transaction in the log (input position ${sum(position)}, ${lines.length} produced)`);
       }
       inputEnd = lines.length + FINAL_LINES;
+
+      // The changelog as the wiped-state run will find it: compacted by the broker's log cleaner.
+      const removedBeforeRestore: number[] = [];
+      await waitForCondition(
+        "the log cleaner to compact every changelog partition",
+        async () => {
+          for (let p = 0; p < PARTITIONS; p++) removedBeforeRestore[p] = await removedByCleaner(wire, CHANGELOG, p);
+          return removedBeforeRestore.every((n) => n > 0);
+        },
+        60_000,
+        500,
+        () => `records removed per partition: ${removedBeforeRestore.join(",")}`,
+      );
+      compactedBeforeRestore = removedBeforeRestore;
 
       // The last run starts without any local state.
       rmSync(stateDir, { recursive: true, force: true });
@@ -320,7 +351,11 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
 
     // The internal topics Streams created: the repartition topic and the compacted changelog.
     expect(Object.fromEntries(await partitionCounts(t.port, [REPARTITION, CHANGELOG]))).toEqual({ [REPARTITION]: PARTITIONS, [CHANGELOG]: PARTITIONS });
-    expect((await topicConfigs(t.port, CHANGELOG))["cleanup.policy"]).toBe("compact");
+    const changelogConfigs = await topicConfigs(t.port, CHANGELOG);
+    expect(Object.fromEntries(["cleanup.policy", ...Object.keys(CHANGELOG_CONFIGS)].map((name) => [name, changelogConfigs[name]]))).toEqual({
+      "cleanup.policy": "compact",
+      ...CHANGELOG_CONFIGS,
+    });
 
     // The wiped-state run restored every changelog partition from its beginning, to the changelog's end then.
     const restoreStarts = restoredByWipedRun.filter((l) => l.startsWith("RESTORE ")).map((l) => l.split(" "));
@@ -338,7 +373,7 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
         let transactions = 0;
         let records = 0;
         for (let p = 0; p < PARTITIONS; p++) {
-          const reader = new CommittedReader(client, topic, p);
+          const reader = new CommittedReader(client, topic, p, topic === CHANGELOG);
           await reader.poll();
           transactions += reader.abortMarkers;
           records += reader.abortedRecords;
@@ -348,7 +383,8 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
     });
     console.log(
       `Kafka Streams word count on ${EOS_APPS_TARGET} (seed ${SEED}): ${lines.length} lines, ${sum([...expected.values()])} words counted exactly once by ${runs.length} runs, ` +
-        `killed ${killLog.join(", ")}; the wiped-state run restored ${restoreEnds.map(([, , p, n]) => `${n} records of partition ${p}`).join(" and ")}; ` +
+        `killed ${killLog.join(", ")}; the wiped-state run restored ${restoreEnds.map(([, , p, n]) => `${n} records of partition ${p}`).join(" and ")} ` +
+        `from a changelog the cleaner had removed ${compactedBeforeRestore.join(" and ")} records from; ` +
         `aborted transactions (markers over the partitions): ${aborted.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s`,
     );
   }, TEST_TIMEOUT_MS);

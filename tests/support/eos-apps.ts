@@ -13,6 +13,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { DEFAULT_CLEANER_CONFIG } from "../../src/domain/cleaner-config.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { LOG4J_CONFIG, REPO_ROOT, ensureKafkaLibs, javaBin, startApacheKafka, type ApacheKafka } from "./apache-kafka.ts";
@@ -39,14 +40,25 @@ export interface Target {
  * bunka in this process, or Apache Kafka 4.1.1 (EOS_APPS_TARGET=apache): a failure against bunka that also
  * happens against Apache is the application's or the test's, not bunka's. Both start groups without the
  * initial rebalance delay and create no topic automatically (every topic is created by the test or by the
- * application's own admin client).
+ * application's own admin client). `cleanerBackoffMs` sets log.cleaner.backoff.ms (default 15 s in both), how
+ * long the log cleaner waits when nothing was dirty enough to clean.
  */
-export async function startTarget(): Promise<Target> {
+export async function startTarget(opts: { cleanerBackoffMs?: number } = {}): Promise<Target> {
   if (EOS_APPS_TARGET === "apache") {
-    const apache: ApacheKafka = await startApacheKafka({ serverProperties: { "group.initial.rebalance.delay.ms": 0, "auto.create.topics.enable": false } });
+    const apache: ApacheKafka = await startApacheKafka({
+      serverProperties: {
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": false,
+        ...(opts.cleanerBackoffMs === undefined ? {} : { "log.cleaner.backoff.ms": opts.cleanerBackoffMs }),
+      },
+    });
     return { name: "apache", bootstrap: apache.bootstrap, port: apache.port, stop: () => apache.stop() };
   }
-  const bunka: TestBroker = await startTestBroker({ groupInitialRebalanceDelayMs: 0, autoCreateTopicsEnable: false });
+  const bunka: TestBroker = await startTestBroker({
+    groupInitialRebalanceDelayMs: 0,
+    autoCreateTopicsEnable: false,
+    ...(opts.cleanerBackoffMs === undefined ? {} : { cleaner: { ...DEFAULT_CLEANER_CONFIG, backoffMs: opts.cleanerBackoffMs } }),
+  });
   return { name: "bunka", bootstrap: bunka.bootstrap, port: bunka.port, stop: () => bunka.stop() };
 }
 
@@ -341,6 +353,8 @@ export class CommittedReader {
     readonly client: WireClient,
     readonly topic: string,
     readonly partition: number,
+    /** The topic is compacted: its batches may hold fewer records than their offset span. */
+    readonly cleaned = false,
   ) {}
 
   async poll(): Promise<CommittedRecord[]> {
@@ -366,7 +380,7 @@ export class CommittedReader {
       const pending = [...((data.abortedTransactions ?? []) as { producerId: number; firstOffset: number }[])].sort((a, b) => a.firstOffset - b.firstOffset);
       const abortedProducers = new Set<number>();
       let progressed = false;
-      for (const batch of decodeRecordSet(data.records ?? new Uint8Array(0)).batches) {
+      for (const batch of decodeRecordSet(data.records ?? new Uint8Array(0), { cleaned: this.cleaned }).batches) {
         const h = batch.header;
         const lastOffset = h.baseOffset + h.lastOffsetDelta;
         if (lastOffset < this.position) continue;
@@ -393,5 +407,48 @@ export class CommittedReader {
       }
       if (!progressed) throw new Error(`${where}: no batch below the LSO ${data.lastStableOffset}`);
     }
+  }
+}
+
+/**
+ * How many records the log cleaner removed from a partition: the offsets from its log start to its high
+ * watermark that no batch holds any more (read with raw Fetch v12, read_uncommitted, control records counted
+ * as held).
+ */
+export async function removedByCleaner(client: WireClient, topic: string, partition: number): Promise<number> {
+  let offset = 0;
+  let held = 0;
+  let highWatermark = -1;
+  let logStartOffset = -1;
+  for (;;) {
+    const res = await client.request(1, 12, {
+      replicaId: -1,
+      maxWaitMs: 0,
+      minBytes: 0,
+      maxBytes: 1024 * 1024,
+      isolationLevel: 0,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: [{ topic, partitions: [{ partition, fetchOffset: offset, partitionMaxBytes: 1024 * 1024, logStartOffset: -1 }] }],
+    });
+    const where = `fetch ${topic}-${partition}@${offset}`;
+    if (res.errorCode !== ErrorCode.NONE) throw new Error(`${where}: top-level error ${res.errorCode}`);
+    const data = res.responses[0].partitions[0];
+    if (data.errorCode !== ErrorCode.NONE) throw new Error(`${where}: error ${data.errorCode}`);
+    if (highWatermark < 0) {
+      highWatermark = data.highWatermark;
+      logStartOffset = data.logStartOffset;
+      offset = Math.max(offset, logStartOffset);
+    }
+    if (offset >= highWatermark) return highWatermark - logStartOffset - held;
+    let progressed = false;
+    for (const batch of decodeRecordSet(data.records ?? new Uint8Array(0), { cleaned: true }).batches) {
+      const lastOffset = batch.header.baseOffset + batch.header.lastOffsetDelta;
+      if (lastOffset < offset) continue;
+      held += batch.records.filter((r) => r.offset >= offset && r.offset < highWatermark).length;
+      offset = lastOffset + 1;
+      progressed = true;
+    }
+    if (!progressed) throw new Error(`${where}: no batch below the high watermark ${highWatermark}`);
   }
 }

@@ -1,5 +1,7 @@
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -25,11 +27,13 @@ import org.apache.kafka.streams.state.KeyValueStore;
 /**
  * A Kafka Streams word count under exactly_once_v2, for tests/interop/kafka-streams-eos.test.ts.
  *
- *   java WordCountEos <bootstrap> <application.id> <input> <output> <state.dir> <group.instance.id> <transaction.timeout.ms>
+ *   java WordCountEos <bootstrap> <application.id> <input> <output> <state.dir> <group.instance.id> <transaction.timeout.ms> \
+ *        <changelog topic configs: name=value,...>
  *
  * Input values are lines of words separated by single spaces. Each word is re-keyed by itself (groupBy: the
  * repartition topic <application.id>-words-repartition), counted in a persistent RocksDB store "counts"
- * (changelog <application.id>-counts-changelog, cleanup.policy=compact) and every new count is written to the
+ * (changelog <application.id>-counts-changelog, cleanup.policy=compact, with the topic configs given, e.g. short
+ * segments so that the broker's cleaner compacts it while the test runs) and every new count is written to the
  * output topic as word -> count (a big-endian long). The record cache is off, so each input word yields
  * exactly one output record: under exactly-once the committed counts of a word are 1, 2, 3, ... with no gap
  * and no repeat, whatever crashes happened.
@@ -55,6 +59,12 @@ public class WordCountEos {
     String stateDir = args[4];
     String instanceId = args[5];
     int transactionTimeoutMs = Integer.parseInt(args[6]);
+    Map<String, String> changelogConfigs = new HashMap<>();
+    for (String entry : args[7].split(",")) {
+      if (entry.isEmpty()) continue;
+      String[] nameValue = entry.split("=", 2);
+      changelogConfigs.put(nameValue[0], nameValue[1]);
+    }
 
     Properties props = new Properties();
     props.put(StreamsConfig.APPLICATION_ID_CONFIG, applicationId);
@@ -74,7 +84,11 @@ public class WordCountEos {
         .processValues(PositionReporter::new)
         .flatMapValues(line -> Arrays.asList(line.split(" ")))
         .groupBy((lineKey, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
-        .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts").withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()))
+        .count(
+            Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts")
+                .withKeySerde(Serdes.String())
+                .withValueSerde(Serdes.Long())
+                .withLoggingEnabled(changelogConfigs))
         .toStream()
         .to(output, Produced.with(Serdes.String(), Serdes.Long()));
 
