@@ -276,14 +276,17 @@ export class PartitionManager {
     // Without `delete` in cleanup.policy nothing is deleted by age or size (Apache's LogConfig.delete):
     // a compacted topic keeps the latest record of every key for as long as it exists.
     const deletes = resolved.cleanupPolicy.delete;
+    // LONG configs may be Long.MAX_VALUE ("forever"), beyond what the log layer takes as an exact
+    // integer: 2^53 ms is 285,000 years, which means the same.
+    const exact = (value: number) => Math.min(value, Number.MAX_SAFE_INTEGER);
     return {
       logConfig: {
         segmentBytes: resolved.segmentBytes,
         // A compacted topic rolls by max.compaction.lag.ms too (Apache's LogConfig.maxSegmentMs): the cleaner
         // never touches the active segment, so a record could otherwise wait past its lag in it.
-        segmentMs: resolved.cleanupPolicy.compact ? Math.min(resolved.segmentMs, resolved.maxCompactionLagMs) : resolved.segmentMs,
-        retentionMs: deletes ? resolved.retentionMs : -1,
-        retentionBytes: deletes ? resolved.retentionBytes : -1,
+        segmentMs: exact(resolved.cleanupPolicy.compact ? Math.min(resolved.segmentMs, resolved.maxCompactionLagMs) : resolved.segmentMs),
+        retentionMs: deletes ? exact(resolved.retentionMs) : -1,
+        retentionBytes: deletes ? exact(resolved.retentionBytes) : -1,
         indexIntervalBytes: DEFAULT_LOG_CONFIG.indexIntervalBytes,
       },
       timestampType: resolved.messageTimestampType === "LogAppendTime" ? "log-append-time" : "create-time",

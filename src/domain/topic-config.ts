@@ -12,9 +12,7 @@
  *   writes (min.insync.replicas, replication throttles, preallocate, flush.*, ...), listed as such in the
  *   README with the reason;
  * - refused for the values that would silently change semantics: remote.storage.enable=true (bunka has
- *   no tiered storage; Apache gives the same answer when tiered storage is off), and the
- *   message.timestamp.before/after.max.ms bounds other than their defaults, until Produce checks record
- *   timestamps against them (`recordTimestampProblem` is the check it will make).
+ *   no tiered storage; Apache gives the same answer when tiered storage is off).
  * Names Apache 4.1 does not know, message.format.version, message.downconversion.enable and
  * message.timestamp.difference.max.ms among them (removed in Apache 4.0), are "Unknown topic config name".
  */
@@ -87,13 +85,6 @@ const TIERED_STORAGE_DISABLED =
   "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.";
 
 /** The refusal of a timestamp bound other than its default, while Produce does not check them. */
-function unenforcedTimestampBound(name: string, defaultValue: string): (value: string) => string | null {
-  return (value) =>
-    parseJavaInteger(value, "LONG") === BigInt(defaultValue)
-      ? null
-      : `bunka does not check record timestamps against ${name} yet; only its default ${defaultValue} is accepted`;
-}
-
 const SPECS = {
   "cleanup.policy": { type: "LIST", defaultValue: "delete", brokerName: "log.cleanup.policy", check: listOf(CLEANUP_POLICIES) },
   "compression.gzip.level": { type: "INT", defaultValue: "-1", brokerName: "compression.gzip.level", check: gzipLevel },
@@ -116,14 +107,12 @@ const SPECS = {
     defaultValue: "3600000",
     brokerName: "log.message.timestamp.after.max.ms",
     check: integerIn("LONG", 0n),
-    refuse: unenforcedTimestampBound("message.timestamp.after.max.ms", "3600000"),
   },
   "message.timestamp.before.max.ms": {
     type: "LONG",
     defaultValue: LONG_MAX_TEXT,
     brokerName: "log.message.timestamp.before.max.ms",
     check: integerIn("LONG", 0n),
-    refuse: unenforcedTimestampBound("message.timestamp.before.max.ms", LONG_MAX_TEXT),
   },
   "message.timestamp.type": { type: "STRING", defaultValue: "CreateTime", brokerName: "log.message.timestamp.type", check: stringIn(TIMESTAMP_TYPES) },
   "min.cleanable.dirty.ratio": { type: "DOUBLE", defaultValue: "0.5", brokerName: "log.cleaner.min.cleanable.ratio", check: doubleIn(0, 1) },
@@ -261,8 +250,7 @@ export interface TopicConfig {
   messageTimestampType: "CreateTime" | "LogAppendTime";
   /**
    * message.timestamp.before.max.ms / after.max.ms: a CreateTime record older than now - before or newer
-   * than now + after is refused (Apache's LogValidator). Only their defaults are accepted until Produce
-   * checks them; see recordTimestampProblem.
+   * than now + after is refused (Apache's LogValidator); Produce checks with recordTimestampProblem.
    */
   messageTimestampBeforeMaxMs: number;
   messageTimestampAfterMaxMs: number;

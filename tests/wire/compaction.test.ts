@@ -239,6 +239,15 @@ describe("compacted topics over the wire", () => {
     ]);
     expect(await createTopic("wire-bad-policy", { "cleanup.policy": "shred" })).toBe(ErrorCode.INVALID_CONFIG);
   });
+
+  test("Long.MAX_VALUE retention and segment times (\"forever\") are taken as such", async () => {
+    const forever = "9223372036854775807";
+    expect(
+      await createTopic("wire-forever", { "cleanup.policy": "compact,delete", "retention.ms": forever, "retention.bytes": forever, "segment.ms": forever }),
+    ).toBe(ErrorCode.NONE);
+    expect(await produce("wire-forever", [{ key: "k", value: "v" }])).toBe(0);
+    expect((await fetchAll("wire-forever", 0, READ_UNCOMMITTED)).records).toEqual([[0, "k", "v"]]);
+  });
 });
 
 describe("max.compaction.lag.ms", () => {

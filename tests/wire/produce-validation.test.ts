@@ -94,6 +94,18 @@ describe("Produce validates the records inside a batch", () => {
     expect((await produce("v-compact-delete", buildBatch({ records: [{ key: "k", value: "1" }] }))).errorCode).toBe(ErrorCode.NONE);
   }, TIMEOUT);
 
+  test("a topic's message.timestamp.after/before.max.ms bound the CreateTime timestamps it accepts", async () => {
+    await createTopic("v-bounded", { "message.timestamp.after.max.ms": "1000", "message.timestamp.before.max.ms": "60000" });
+    const now = Date.now();
+    const future = await produce("v-bounded", buildBatch({ records: [{ key: "k", value: "1", timestampMs: now + 30_000 }] }));
+    expect(future.errorCode).toBe(ErrorCode.INVALID_TIMESTAMP);
+    expect(future.recordErrors.map((e) => e.batchIndex)).toEqual([0]);
+    const past = await produce("v-bounded", buildBatch({ records: [{ key: "k", value: "1", timestampMs: now - 600_000 }] }));
+    expect(past.errorCode).toBe(ErrorCode.INVALID_TIMESTAMP);
+    expect(await logEndOf("v-bounded")).toBe(0);
+    expect((await produce("v-bounded", buildBatch({ records: [{ key: "k", value: "1", timestampMs: now }] }))).errorCode).toBe(ErrorCode.NONE);
+  }, TIMEOUT);
+
   test("one bad partition does not fail the others of the request", async () => {
     await createTopic("v-mixed");
     const res = await client.request(0, 11, {
