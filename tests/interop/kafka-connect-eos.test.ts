@@ -19,6 +19,10 @@
  * leader's zombie fencing, then the new task's InitProducerId) and reads the committed offset back. The input
  * ends FINAL_LINES lines after the last kill; the last run copies them and is stopped with SIGTERM.
  *
+ * The offsets topic gets 1 s segments (offset.storage.segment.ms), and before the last worker starts the test
+ * waits until the broker's log cleaner has compacted it: that worker reads the connector's offsets back from a
+ * compacted topic.
+ *
  * Then the target topic is read read_committed (raw Fetch, aborted transactions honoured): it holds every line
  * of the file exactly once, in file order, and nothing else; every data batch is transactional and nothing is
  * left hanging (LSO = high watermark). Also: Connect created its three topics compacted, and the connector and
@@ -43,6 +47,7 @@ import {
   endOffsetsOn,
   killJvmApps,
   partitionCounts,
+  removedByCleaner,
   startTarget,
   topicConfigs,
   waitForCondition,
@@ -77,6 +82,13 @@ const KILL_DELAY_MAX_MS = 100;
  * be committed as soon as they are acknowledged, open for a few ms: a kill would hardly ever find one open.
  */
 const TXN_INTERVAL_MS = 300;
+/**
+ * The offsets topic's own configs, passed by the worker when it creates the topic (offset.storage.<config>):
+ * segments rolled every second and cleanable as soon as anything is dirty, with the brokers' cleaner looking
+ * every CLEANER_BACKOFF_MS, so that the last worker reads the connector's offsets back from a compacted topic.
+ */
+const OFFSET_TOPIC_CONFIGS = { "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01" };
+const CLEANER_BACKOFF_MS = 1000;
 const TEST_TIMEOUT_MS = 240_000;
 
 const GROUP = "connect-eos";
@@ -85,13 +97,14 @@ const OFFSET_TOPIC = "connect-eos-offsets";
 const STATUS_TOPIC = "connect-eos-status";
 const TARGET_TOPIC = "connect-eos-lines";
 const CONNECTOR = "file-source";
+const OFFSET_PARTITIONS = 3;
 
 let target: Target | undefined;
 let classpath: string;
 
 beforeAll(async () => {
   classpath = await compileEosApps();
-  target = await startTarget();
+  target = await startTarget({ cleanerBackoffMs: CLEANER_BACKOFF_MS });
 }, 120_000);
 
 afterAll(async () => {
@@ -111,6 +124,7 @@ function planKills(): KillPlan[] {
   return Array.from({ length: KILLS }, () => ({ commits: rng.int(KILL_AFTER_COMMITS.min, KILL_AFTER_COMMITS.max), delayMs: rng.int(0, KILL_DELAY_MAX_MS) }));
 }
 
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const lineText = (n: number) => `line-${String(n).padStart(6, "0")}`;
 
 function workerProperties(bootstrap: string): string {
@@ -123,8 +137,9 @@ function workerProperties(bootstrap: string): string {
     "config.storage.replication.factor": 1,
     "offset.storage.replication.factor": 1,
     "status.storage.replication.factor": 1,
-    "offset.storage.partitions": 3,
+    "offset.storage.partitions": OFFSET_PARTITIONS,
     "status.storage.partitions": 1,
+    ...Object.fromEntries(Object.entries(OFFSET_TOPIC_CONFIGS).map(([name, value]) => [`offset.storage.${name}`, value])),
     "key.converter": "org.apache.kafka.connect.storage.StringConverter",
     "value.converter": "org.apache.kafka.connect.storage.StringConverter",
     "exactly.once.source.support": "enabled",
@@ -215,6 +230,7 @@ describe(`Kafka Connect file source, exactly.once.source.support=enabled, worker
 
     const killLog: string[] = [];
     let finalStatus: any;
+    let offsetsRemovedBeforeLastRun = 0;
     try {
       for (const [i, kill] of plan.entries()) {
         const { worker, url, startedMs } = await startWorker();
@@ -263,6 +279,20 @@ describe(`Kafka Connect file source, exactly.once.source.support=enabled, worker
         killLog.push(`${kill.delayMs} ms after commit ${kill.commits} and an open transaction in the log (LSO ${lso}, ${written} lines written)`);
       }
       inputEnd = written + FINAL_LINES;
+
+      // The offsets the last worker reads back: compacted by the broker's log cleaner.
+      const removed: number[] = [];
+      await waitForCondition(
+        "the log cleaner to compact the offsets topic",
+        async () => {
+          for (let p = 0; p < OFFSET_PARTITIONS; p++) removed[p] = await removedByCleaner(wire, OFFSET_TOPIC, p);
+          return sum(removed) > 0;
+        },
+        60_000,
+        500,
+        () => `records removed per partition: ${removed.join(",")}`,
+      );
+      offsetsRemovedBeforeLastRun = sum(removed);
 
       const { worker: last, url, startedMs } = await startWorker();
       const reader = new CommittedReader(wire, TARGET_TOPIC, 0);
@@ -327,12 +357,15 @@ describe(`Kafka Connect file source, exactly.once.source.support=enabled, worker
     expect({ lastStableOffset: reader.lastStableOffset, nonTransactionalBatches: reader.nonTransactionalBatches }).toEqual({ lastStableOffset: reader.highWatermark, nonTransactionalBatches: 0 });
 
     // Connect's own topics, created by the worker, compacted.
-    expect(Object.fromEntries(await partitionCounts(t.port, [CONFIG_TOPIC, OFFSET_TOPIC, STATUS_TOPIC]))).toEqual({ [CONFIG_TOPIC]: 1, [OFFSET_TOPIC]: 3, [STATUS_TOPIC]: 1 });
+    expect(Object.fromEntries(await partitionCounts(t.port, [CONFIG_TOPIC, OFFSET_TOPIC, STATUS_TOPIC]))).toEqual({ [CONFIG_TOPIC]: 1, [OFFSET_TOPIC]: OFFSET_PARTITIONS, [STATUS_TOPIC]: 1 });
     for (const topic of [CONFIG_TOPIC, OFFSET_TOPIC, STATUS_TOPIC]) expect({ topic, policy: (await topicConfigs(t.port, topic))["cleanup.policy"] }).toEqual({ topic, policy: "compact" });
+    const offsetConfigs = await topicConfigs(t.port, OFFSET_TOPIC);
+    expect(Object.fromEntries(Object.keys(OFFSET_TOPIC_CONFIGS).map((name) => [name, offsetConfigs[name]]))).toEqual(OFFSET_TOPIC_CONFIGS);
 
     console.log(
       `Kafka Connect file source on ${EOS_APPS_TARGET} (seed ${SEED}): ${written} lines copied exactly once by ${runs.length} worker runs, killed ${killLog.join(", ")}; ` +
-        `${reader.commitMarkers} committed and ${reader.abortMarkers} aborted transactions (${reader.abortedRecords} records hidden); ${since(started)} (${timeline.join(", ")})`,
+        `${reader.commitMarkers} committed and ${reader.abortMarkers} aborted transactions (${reader.abortedRecords} records hidden); ` +
+        `the last worker read the offsets back after the cleaner removed ${offsetsRemovedBeforeLastRun} records from them; ${since(started)} (${timeline.join(", ")})`,
     );
   }, TEST_TIMEOUT_MS);
 });
