@@ -25,12 +25,11 @@
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { AlterConfigsRequest, AlterConfigsRequest_AlterConfigsResource } from "../protocol/generated/alter-configs-request.ts";
-import type {
-  AlterConfigsResponseInit,
-  AlterConfigsResponse_AlterConfigsResourceResponseInit,
-} from "../protocol/generated/alter-configs-response.ts";
+import type { AlterConfigsResponseInit } from "../protocol/generated/alter-configs-response.ts";
 import { ConfigResourceType } from "./32-describe-configs.ts";
 import {
+  alterEachResource,
+  answerFor,
   brokerLayerOf,
   ConfigChanges,
   isOutcome,
@@ -43,7 +42,6 @@ import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
 type Resource = AlterConfigsRequest_AlterConfigsResource;
-type Response = AlterConfigsResponse_AlterConfigsResourceResponseInit;
 
 /** The request's configs of one resource as a record, or the refusal of them. */
 function requestedConfigs(resource: Resource): Record<string, string> | Outcome {
@@ -84,27 +82,10 @@ export function alterConfigsHandler(
     }
   };
 
-  const respond = (resource: Resource, outcome: Outcome): Response => ({
-    errorCode: outcome.errorCode,
-    errorMessage: outcome.errorMessage,
-    resourceType: resource.resourceType,
-    resourceName: resource.resourceName,
+  const run = async (request: AlterConfigsRequest): Promise<AlterConfigsResponseInit> => ({
+    throttleTimeMs: 0,
+    responses: await alterEachResource(request.resources, (resource) => alter(resource, request.validateOnly)),
   });
-
-  const run = async (request: AlterConfigsRequest): Promise<AlterConfigsResponseInit> => {
-    const key = (r: Resource) => `${r.resourceType}:${r.resourceName}`;
-    const counts = new Map<string, number>();
-    for (const r of request.resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
-    const responses: Response[] = [];
-    for (const resource of request.resources) {
-      if (counts.get(key(resource))! > 1) {
-        responses.push(respond(resource, refuse(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")));
-        continue;
-      }
-      responses.push(respond(resource, await alter(resource, request.validateOnly)));
-    }
-    return { throttleTimeMs: 0, responses };
-  };
 
   return {
     apiKey: 33,
@@ -114,7 +95,7 @@ export function alterConfigsHandler(
       return changes.serialize(() => run(request));
     },
     errorResponse(request, errorCode) {
-      return { throttleTimeMs: 0, responses: request.resources.map((r) => respond(r, { errorCode, errorMessage: null })) };
+      return { throttleTimeMs: 0, responses: request.resources.map((r) => answerFor(r, { errorCode, errorMessage: null })) };
     },
   };
 }

@@ -39,13 +39,12 @@ import type {
   IncrementalAlterConfigsRequest_AlterConfigsResource,
   IncrementalAlterConfigsRequest_AlterableConfig,
 } from "../protocol/generated/incremental-alter-configs-request.ts";
-import type {
-  IncrementalAlterConfigsResponseInit,
-  IncrementalAlterConfigsResponse_AlterConfigsResourceResponseInit,
-} from "../protocol/generated/incremental-alter-configs-response.ts";
+import type { IncrementalAlterConfigsResponseInit } from "../protocol/generated/incremental-alter-configs-response.ts";
 import type { BrokerConfigLayer } from "../storage/broker-config-store.ts";
 import { ConfigResourceType, parseBrokerId } from "./32-describe-configs.ts";
 import {
+  alterEachResource,
+  answerFor,
   brokerLayerOf,
   ConfigChanges,
   isOutcome,
@@ -64,7 +63,6 @@ const OPERATION_NAMES = ["SET", "DELETE", "APPEND", "SUBTRACT"] as const;
 
 type Resource = IncrementalAlterConfigsRequest_AlterConfigsResource;
 type Op = IncrementalAlterConfigsRequest_AlterableConfig;
-type Response = IncrementalAlterConfigsResponse_AlterConfigsResourceResponseInit;
 
 /**
  * Java's String.split(","), which Apache uses on list values: trailing empty strings are dropped, but an
@@ -222,27 +220,10 @@ export function incrementalAlterConfigsHandler(
     }
   };
 
-  const respond = (resource: Resource, outcome: Outcome): Response => ({
-    errorCode: outcome.errorCode,
-    errorMessage: outcome.errorMessage,
-    resourceType: resource.resourceType,
-    resourceName: resource.resourceName,
+  const run = async (request: IncrementalAlterConfigsRequest): Promise<IncrementalAlterConfigsResponseInit> => ({
+    throttleTimeMs: 0,
+    responses: await alterEachResource(request.resources, (resource) => alter(resource, request.validateOnly)),
   });
-
-  const run = async (request: IncrementalAlterConfigsRequest): Promise<IncrementalAlterConfigsResponseInit> => {
-    const key = (r: Resource) => `${r.resourceType}:${r.resourceName}`;
-    const counts = new Map<string, number>();
-    for (const r of request.resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
-    const responses: Response[] = [];
-    for (const resource of request.resources) {
-      if (counts.get(key(resource))! > 1) {
-        responses.push(respond(resource, refuse(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")));
-        continue;
-      }
-      responses.push(respond(resource, await alter(resource, request.validateOnly)));
-    }
-    return { throttleTimeMs: 0, responses };
-  };
 
   return {
     apiKey: 44,
@@ -255,7 +236,7 @@ export function incrementalAlterConfigsHandler(
     errorResponse(request, errorCode) {
       return {
         throttleTimeMs: 0,
-        responses: request.resources.map((r) => respond(r, { errorCode, errorMessage: null })),
+        responses: request.resources.map((r) => answerFor(r, { errorCode, errorMessage: null })),
       };
     },
   };

@@ -86,6 +86,45 @@ export function staticBrokerConfigsProblem(names: readonly string[]): Outcome | 
   return refuse(ErrorCode.INVALID_REQUEST, `Cannot update these configs dynamically: Set(${fixed.join(", ")})`);
 }
 
+/** A resource of AlterConfigs or IncrementalAlterConfigs, as both requests name it. */
+export interface NamedConfigResource {
+  resourceType: number;
+  resourceName: string;
+}
+
+export interface ConfigResourceAnswer extends Outcome {
+  resourceType: number;
+  resourceName: string;
+}
+
+/** The answer to one resource: its outcome with the resource it is for. */
+export function answerFor(resource: NamedConfigResource, outcome: Outcome): ConfigResourceAnswer {
+  return { errorCode: outcome.errorCode, errorMessage: outcome.errorMessage, resourceType: resource.resourceType, resourceName: resource.resourceName };
+}
+
+/**
+ * Alters the resources of one request in order, as both AlterConfigs and IncrementalAlterConfigs do:
+ * a resource named twice is INVALID_REQUEST in every copy (Apache refuses the request's duplicates), the
+ * others are applied one after the other.
+ */
+export async function alterEachResource<R extends NamedConfigResource>(
+  resources: readonly R[],
+  alter: (resource: R) => Promise<Outcome>,
+): Promise<ConfigResourceAnswer[]> {
+  const key = (r: R) => `${r.resourceType}:${r.resourceName}`;
+  const counts = new Map<string, number>();
+  for (const r of resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
+  const answers: ConfigResourceAnswer[] = [];
+  for (const resource of resources) {
+    if (counts.get(key(resource))! > 1) {
+      answers.push(answerFor(resource, refuse(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")));
+      continue;
+    }
+    answers.push(answerFor(resource, await alter(resource)));
+  }
+  return answers;
+}
+
 export function isOutcome(value: unknown): value is Outcome {
   return typeof value === "object" && value !== null && "errorCode" in value;
 }
