@@ -29,7 +29,8 @@
  * what one clean run gives. A duplicated processing would repeat a count, a lost one would skip one or leave
  * the final count short, and a count going backwards would break the sequence. Also: every output batch is
  * transactional and nothing is left hanging (LSO = high watermark), the input holds exactly what was produced,
- * and the internal topics exist, the changelog with cleanup.policy=compact and the configs it was given.
+ * and the internal topics exist, the changelog with cleanup.policy=compact and the configs it was given, the
+ * repartition topic purged by Streams (DeleteRecords of what it consumed, every second here).
  *
  *   bun test --timeout 300000 tests/interop/kafka-streams-eos.test.ts
  *   EOS_APPS_TARGET=apache ...             (the same against Apache Kafka 4.1.1: is it the application or bunka?)
@@ -52,6 +53,7 @@ import {
   killJvmApps,
   partitionCounts,
   removedByCleaner,
+  startOffsets,
   startTarget,
   topicConfigs,
   waitForCondition,
@@ -351,6 +353,9 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
 
     // The internal topics Streams created: the repartition topic and the compacted changelog.
     expect(Object.fromEntries(await partitionCounts(t.port, [REPARTITION, CHANGELOG]))).toEqual({ [REPARTITION]: PARTITIONS, [CHANGELOG]: PARTITIONS });
+    // Streams deleted the repartition records it had consumed (DeleteRecords, every second here).
+    const repartitionStarts = await startOffsets(t.port, REPARTITION, PARTITIONS);
+    expect(repartitionStarts.map((offset) => offset > 0)).toEqual(Array.from({ length: PARTITIONS }, () => true));
     const changelogConfigs = await topicConfigs(t.port, CHANGELOG);
     expect(Object.fromEntries(["cleanup.policy", ...Object.keys(CHANGELOG_CONFIGS)].map((name) => [name, changelogConfigs[name]]))).toEqual({
       "cleanup.policy": "compact",
@@ -366,7 +371,8 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
     expect(restoreEnds.map(([, topic, partition]) => `${topic}-${partition}`).sort()).toEqual(Array.from({ length: PARTITIONS }, (_, p) => `${CHANGELOG}-${p}`));
     for (const [, , , restored] of restoreEnds) expect(Number(restored)).toBeGreaterThan(0);
 
-    // What the kills left in the log: the transactions aborted in each topic Streams writes, and their records.
+    // What the kills left in the log: the transactions aborted in each topic Streams writes, and their records
+    // (in the repartition topic, those above its purged start).
     const aborted: string[] = [];
     await withWire(t.port, async (client) => {
       for (const topic of [OUTPUT, REPARTITION, CHANGELOG]) {
@@ -374,6 +380,8 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
         let records = 0;
         for (let p = 0; p < PARTITIONS; p++) {
           const reader = new CommittedReader(client, topic, p, topic === CHANGELOG);
+          // The purged repartition records are gone, with whatever aborted transactions they held.
+          if (topic === REPARTITION) reader.position = repartitionStarts[p]!;
           await reader.poll();
           transactions += reader.abortMarkers;
           records += reader.abortedRecords;
@@ -384,7 +392,7 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
     console.log(
       `Kafka Streams word count on ${EOS_APPS_TARGET} (seed ${SEED}): ${lines.length} lines, ${sum([...expected.values()])} words counted exactly once by ${runs.length} runs, ` +
         `killed ${killLog.join(", ")}; the wiped-state run restored ${restoreEnds.map(([, , p, n]) => `${n} records of partition ${p}`).join(" and ")} ` +
-        `from a changelog the cleaner had removed ${compactedBeforeRestore.join(" and ")} records from; ` +
+        `from a changelog the cleaner had removed ${compactedBeforeRestore.join(" and ")} records from; repartition topic purged up to ${repartitionStarts.join(",")}; ` +
         `aborted transactions (markers over the partitions): ${aborted.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s`,
     );
   }, TEST_TIMEOUT_MS);

@@ -308,10 +308,19 @@ export async function endOffsets(port: number, topic: string, partitions: number
 
 /** endOffsets on a connection the caller keeps (for polling). */
 export async function endOffsetsOn(client: WireClient, topic: string, partitions: number, isolationLevel: 0 | 1 = 0): Promise<number[]> {
+  return await listOffsetsOn(client, topic, partitions, -1, isolationLevel);
+}
+
+/** Per partition: the log start offset, by ListOffsets v7 (the earliest timestamp, -2). */
+export async function startOffsets(port: number, topic: string, partitions: number): Promise<number[]> {
+  return await withWire(port, (client) => listOffsetsOn(client, topic, partitions, -2, 0));
+}
+
+async function listOffsetsOn(client: WireClient, topic: string, partitions: number, timestamp: -1 | -2, isolationLevel: 0 | 1): Promise<number[]> {
   const res = await client.request(2, 7, {
     replicaId: -1,
     isolationLevel,
-    topics: [{ name: topic, partitions: Array.from({ length: partitions }, (_, p) => ({ partitionIndex: p, currentLeaderEpoch: -1, timestamp: -1 })) }],
+    topics: [{ name: topic, partitions: Array.from({ length: partitions }, (_, p) => ({ partitionIndex: p, currentLeaderEpoch: -1, timestamp })) }],
   });
   const out: number[] = [];
   for (const p of res.topics[0].partitions) {

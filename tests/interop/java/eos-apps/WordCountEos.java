@@ -76,6 +76,9 @@ public class WordCountEos {
     props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
     // Short transactions: a kill then usually lands in an open one, which must be aborted.
     props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+    // Consumed repartition records are deleted (DeleteRecords up to the committed offsets) every second rather
+    // than every 30 s, so that a run of the test does it.
+    props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
     props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instanceId);
     props.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), transactionTimeoutMs);
 
