@@ -32,6 +32,13 @@
  * are really in the log (ABORT markers of at least as many producer epochs as runs were killed inside a
  * transaction after flushing).
  *
+ * One more Java run copies into a compacted output topic (cleanup.policy=compact, 2 KiB segments,
+ * min.cleanable.dirty.ratio=0.01, the broker's log.cleaner.backoff.ms=100), so that the cleaner rewrites
+ * the output's segments while the copiers write to them and are killed. The keys are unique, so a
+ * correct cleaner removes only the zombies' aborted records: the same checks hold, read after a pass that
+ * reached the output's active segment, and below that point no aborted record is left while the ABORT
+ * markers stay (delete.retention.ms is a day).
+ *
  *   EOS_COPIER_SEED=1234 bun test --timeout 600000 tests/interop/eos-copier.test.ts     (another seed; "random")
  *   EOS_COPIER_KILLS=6 EOS_COPIER_RECORDS=6000 ...                                      (more of both)
  *   EOS_COPIER_TARGET=apache ...     (the same copiers against Apache Kafka 4.1.1: when a client fails here,
@@ -39,10 +46,11 @@
  *   EOS_COPIER_VERBOSE=1 ...         (print every run's stdout/stderr tail)
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { DEFAULT_CLEANER_CONFIG } from "../../src/domain/cleaner-config.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
 import { LOG4J_CONFIG, REPO_ROOT, ensureKafkaLibs, javaBin, startApacheKafka, type ApacheKafka } from "../support/apache-kafka.ts";
 import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
@@ -65,6 +73,14 @@ const KILL_AT = { min: 2, max: 8 };
  */
 const AFTER_COMMIT_KILL_DELAY_MAX_MS = 25;
 const TEST_TIMEOUT_MS = 150_000;
+/** log.cleaner.backoff.ms on both targets: the cleaner of the compacted-output run looks again this often. */
+const CLEANER_BACKOFF_MS = 100;
+/** The compacted output's configs; Apache 4.1 refuses segment.bytes below 1 MiB and has internal.segment.bytes for tests. */
+const COMPACTED_OUTPUT_CONFIGS = {
+  "cleanup.policy": "compact",
+  "min.cleanable.dirty.ratio": "0.01",
+  ...(TARGET === "apache" ? { "internal.segment.bytes": "2048" } : { "segment.bytes": "2048" }),
+};
 /**
  * The Java, @platformatic/kafka and franz-go copiers are static members (group.instance.id): a restart
  * replaces the killed member at once. librdkafka and kafkajs (which has no static membership) join as new
@@ -110,11 +126,17 @@ beforeAll(async () => {
   kafkaLibs = await ensureKafkaLibs();
   await Promise.all([compileJavaCopier(), ensureInteropClients()]);
   if (TARGET === "apache") {
-    apache = await startApacheKafka({ serverProperties: { "group.initial.rebalance.delay.ms": 0, "auto.create.topics.enable": false } });
+    apache = await startApacheKafka({
+      serverProperties: { "group.initial.rebalance.delay.ms": 0, "auto.create.topics.enable": false, "log.cleaner.backoff.ms": CLEANER_BACKOFF_MS },
+    });
     bootstrap = apache.bootstrap;
     port = apache.port;
   } else {
-    bunka = await startTestBroker({ groupInitialRebalanceDelayMs: 0, autoCreateTopicsEnable: false });
+    bunka = await startTestBroker({
+      groupInitialRebalanceDelayMs: 0,
+      autoCreateTopicsEnable: false,
+      cleaner: { ...DEFAULT_CLEANER_CONFIG, backoffMs: CLEANER_BACKOFF_MS },
+    });
     bootstrap = bunka.bootstrap;
     port = bunka.port;
   }
@@ -250,10 +272,16 @@ async function withClient<T>(fn: (client: WireClient) => Promise<T>): Promise<T>
   }
 }
 
-async function createTopics(names: string[]): Promise<void> {
+async function createTopics(names: string[], configs: Record<string, Record<string, string>> = {}): Promise<void> {
   await withClient(async (client) => {
     const res = await client.request(19, 7, {
-      topics: names.map((name) => ({ name, numPartitions: PARTITIONS, replicationFactor: 1, assignments: [], configs: [] })),
+      topics: names.map((name) => ({
+        name,
+        numPartitions: PARTITIONS,
+        replicationFactor: 1,
+        assignments: [],
+        configs: Object.entries(configs[name] ?? {}).map(([config, value]) => ({ name: config, value })),
+      })),
       timeoutMs: 10_000,
       validateOnly: false,
     });
@@ -319,6 +347,8 @@ interface CommittedRead {
   highWatermark: number;
   lastStableOffset: number;
   abortedRecords: number;
+  /** Offsets of the aborted records still in the log. */
+  abortedOffsets: number[];
   /** Producer epochs of the ABORT markers (one per aborted transaction of the copier's producer id). */
   abortEpochs: Set<number>;
   commitMarkers: number;
@@ -333,7 +363,16 @@ interface CommittedRead {
  * ABORT marker.
  */
 async function readCommitted(client: WireClient, topic: string, partition: number): Promise<CommittedRead> {
-  const out: CommittedRead = { records: [], highWatermark: -1, lastStableOffset: -1, abortedRecords: 0, abortEpochs: new Set(), commitMarkers: 0, nonTransactionalBatches: 0 };
+  const out: CommittedRead = {
+    records: [],
+    highWatermark: -1,
+    lastStableOffset: -1,
+    abortedRecords: 0,
+    abortedOffsets: [],
+    abortEpochs: new Set(),
+    commitMarkers: 0,
+    nonTransactionalBatches: 0,
+  };
   let offset = 0;
   for (;;) {
     const res = await client.request(1, 12, {
@@ -356,7 +395,8 @@ async function readCommitted(client: WireClient, topic: string, partition: numbe
     if (offset >= out.lastStableOffset) break;
     const pending = [...((data.abortedTransactions ?? []) as { producerId: number; firstOffset: number }[])].sort((a, b) => a.firstOffset - b.firstOffset);
     const abortedProducers = new Set<number>();
-    const set = decodeRecordSet(data.records ?? new Uint8Array(0));
+    // A compacted output may hold batches the cleaner emptied or thinned out.
+    const set = decodeRecordSet(data.records ?? new Uint8Array(0), { cleaned: true });
     let progressed = false;
     for (const batch of set.batches) {
       const h = batch.header;
@@ -364,7 +404,9 @@ async function readCommitted(client: WireClient, topic: string, partition: numbe
       if (lastOffset < offset) continue;
       if (h.baseOffset >= out.lastStableOffset) throw new Error(`fetch ${topic}-${partition}: read_committed answer has a batch at ${h.baseOffset}, at or past the LSO ${out.lastStableOffset}`);
       while (pending.length > 0 && pending[0]!.firstOffset <= lastOffset) abortedProducers.add(pending.shift()!.producerId);
-      if (h.isControl) {
+      if (h.isControl && batch.records.length === 0) {
+        // A marker the cleaner emptied: nothing to count.
+      } else if (h.isControl) {
         const key = batch.records[0]!.key!;
         const type = new DataView(key.buffer, key.byteOffset, key.byteLength).getInt16(2);
         if (type === 0) {
@@ -374,7 +416,9 @@ async function readCommitted(client: WireClient, topic: string, partition: numbe
           out.commitMarkers++;
         }
       } else if (h.isTransactional && abortedProducers.has(h.producerId)) {
-        out.abortedRecords += batch.records.filter((r) => r.offset >= offset).length;
+        const aborted = batch.records.filter((r) => r.offset >= offset);
+        out.abortedRecords += aborted.length;
+        out.abortedOffsets.push(...aborted.map((r) => r.offset));
       } else {
         if (!h.isTransactional) out.nonTransactionalBatches++;
         for (const r of batch.records) if (r.offset >= offset) out.records.push([utf8(r.key)!, utf8(r.value)!]);
@@ -423,13 +467,37 @@ function planKills(index: number): KillPlan[] {
   return modes;
 }
 
-async function copierScenario(client: ClientName, index: number): Promise<void> {
+/** Per partition of a compacted topic: the offset below which a cleaning pass has been, and the active segment's base. */
+async function cleanerProgress(topic: string): Promise<{ cleanedUpTo: number[]; activeBase: number[] }> {
+  const cleanedUpTo: number[] = [];
+  const activeBase: number[] = [];
+  for (let p = 0; p < PARTITIONS; p++) {
+    if (bunka) {
+      const partition = await bunka.broker.services.partitions.get(topic, p);
+      if (partition === undefined) throw new Error(`no partition ${topic}-${p}`);
+      cleanedUpTo.push(partition.log.cleanerCheckpoint.firstDirtyOffset);
+      activeBase.push(partition.log.activeSegmentBaseOffset);
+    } else {
+      // Apache's cleaner-offset-checkpoint ("0", a count, then "<topic> <partition> <offset>" lines), and its segment files.
+      const logDir = join(apache!.dataDir, "kraft-logs");
+      const checkpoint = join(logDir, "cleaner-offset-checkpoint");
+      const line = existsSync(checkpoint) ? readFileSync(checkpoint, "utf8").split("\n").find((l) => l.startsWith(`${topic} ${p} `)) : undefined;
+      cleanedUpTo.push(line === undefined ? -1 : Number(line.split(" ")[2]));
+      const bases = readdirSync(join(logDir, `${topic}-${p}`)).filter((f) => f.endsWith(".log")).map((f) => Number(f.slice(0, -4)));
+      activeBase.push(Math.max(...bases));
+    }
+  }
+  return { cleanedUpTo, activeBase };
+}
+
+async function copierScenario(client: ClientName, index: number, compactedOutput = false): Promise<void> {
   const started = Date.now();
-  const input = `eos-${client}-in`;
-  const output = `eos-${client}-out`;
-  const group = `eos-${client}-group`;
-  const transactionalId = `eos-${client}-txn`;
-  await createTopics([input, output]);
+  const name = compactedOutput ? `${client}-compacted` : client;
+  const input = `eos-${name}-in`;
+  const output = `eos-${name}-out`;
+  const group = `eos-${name}-group`;
+  const transactionalId = `eos-${name}-txn`;
+  await createTopics([input, output], compactedOutput ? { [output]: COMPACTED_OUTPUT_CONFIGS } : {});
   await waitForLeaders([input, output]);
 
   // The input: RECORDS records, record i in partition i % 3, key "key-<i>", value "value-<i>", from a plain
@@ -487,6 +555,22 @@ async function copierScenario(client: ClientName, index: number): Promise<void> 
     await last.kill();
   } finally {
     for (const p of runs) await p.kill();
+  }
+
+  // A compacted output is read once a pass has reached its active segment: everything below it was
+  // judged by the cleaner, with every transaction decided.
+  let cleaned: { cleanedUpTo: number[]; activeBase: number[] } | undefined;
+  if (compactedOutput) {
+    await sleepUntil(
+      "a cleaning pass up to the compacted output's active segments",
+      async () => {
+        cleaned = await cleanerProgress(output);
+        return cleaned.cleanedUpTo.every((c, p) => c >= cleaned!.activeBase[p]!);
+      },
+      60_000,
+    );
+    // The output rolled segments (so there was something to clean) on every partition.
+    for (const base of cleaned!.activeBase) expect(base).toBeGreaterThan(0);
   }
 
   const fatal = runs.flatMap((p) => p.lines.filter((l) => l.startsWith("FATAL") || l.startsWith("CRASH")).map((l) => `${p.label}: ${l}`));
@@ -547,14 +631,21 @@ async function copierScenario(client: ClientName, index: number): Promise<void> 
   const abortedRecords = reads.outputs.reduce((n, o) => n + o.abortedRecords, 0);
   const pauseKills = plan.filter((k) => k.mode === "pause").length;
   expect(abortEpochs.size).toBeGreaterThanOrEqual(pauseKills);
-  if (pauseKills > 0) expect(abortedRecords).toBeGreaterThan(0);
+  if (cleaned) {
+    // The cleaner removed those records (the markers, with a day of delete.retention.ms, stay): none is
+    // left below the point its passes reached.
+    expect(reads.outputs.map((o, p) => o.abortedOffsets.filter((offset) => offset < cleaned!.cleanedUpTo[p]!))).toEqual(reads.outputs.map(() => []));
+  } else if (pauseKills > 0) {
+    expect(abortedRecords).toBeGreaterThan(0);
+  }
 
   if (process.env.EOS_COPIER_VERBOSE) for (const p of runs) console.log(`--- ${p.label}\n${p.diagnostics()}`);
   const totalCommits = runs.reduce((n, p) => n + commits(p), 0);
   console.log(
     `${client} on ${TARGET} (seed ${SEED}): ${RECORDS} records copied exactly once by ${runs.length} runs (${totalCommits} commits), ` +
       `killed ${killLog.join(", ")}; ${abortEpochs.size} aborted transactions (epochs ${[...abortEpochs].sort((a, b) => a - b).join(",")}) ` +
-      `hid ${abortedRecords} records; ${aborts.length} client-side aborts${aborts.length > 0 ? `: ${aborts.slice(0, 3).join(" | ")}` : ""}; ` +
+      `hid ${abortedRecords} records${cleaned ? ` left above the cleaned offsets ${cleaned.cleanedUpTo.join(",")} of a compacted output` : ""}; ` +
+      `${aborts.length} client-side aborts${aborts.length > 0 ? `: ${aborts.slice(0, 3).join(" | ")}` : ""}; ` +
       `${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
 }
@@ -578,6 +669,10 @@ describe(`EOS consume-transform-produce copiers SIGKILLed ${KILLS} times (${TARG
 
   test("franz-go (GroupTransactSession: End commits the polled offsets in the transaction)", async () => {
     await copierScenario("franz-go", 3);
+  }, TEST_TIMEOUT_MS);
+
+  test("Java clients into a compacted output topic, cleaned throughout: exactly once still, the zombies' records cleaned away", async () => {
+    await copierScenario("java", 5, true);
   }, TEST_TIMEOUT_MS);
 });
 

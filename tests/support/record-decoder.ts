@@ -64,9 +64,13 @@ export function snappyDecompress(bytes: Uint8Array): Uint8Array {
   return decompress(CompressionCodec.snappy, bytes, MAX_DECOMPRESSED_BYTES);
 }
 
-/** Decodes the records of one whole, CRC-checked batch at `position`. */
-export function decodeBatch(bytes: Uint8Array, position = 0): DecodedBatch {
-  const problem = checkBatch(bytes, position);
+/**
+ * Decodes the records of one whole, CRC-checked batch at `position`. `cleaned`: the batch may come from a
+ * compacted log, where the cleaner leaves batches with fewer records than their offset span (none at all,
+ * for a producer's emptied last batch).
+ */
+export function decodeBatch(bytes: Uint8Array, position = 0, cleaned = false): DecodedBatch {
+  const problem = checkBatch(bytes, position, bytes.length, cleaned);
   if (typeof problem !== "number") throw new Error(`record-decoder: bad batch: ${JSON.stringify(problem)}`);
   const header = parseBatchHeader(bytes, position);
   const body = decompress(header.compression, bytes.subarray(position + BATCH_HEADER_BYTES, position + header.sizeBytes), MAX_DECOMPRESSED_BYTES);
@@ -102,15 +106,18 @@ export function decodeBatch(bytes: Uint8Array, position = 0): DecodedBatch {
   return { header, records };
 }
 
-/** Decodes a record set of concatenated batches; a partial batch at the end is left, not an error. */
-export function decodeRecordSet(bytes: Uint8Array): DecodedRecordSet {
+/**
+ * Decodes a record set of concatenated batches; a partial batch at the end is left, not an error.
+ * `cleaned`: see decodeBatch.
+ */
+export function decodeRecordSet(bytes: Uint8Array, opts: { cleaned?: boolean } = {}): DecodedRecordSet {
   const batches: DecodedBatch[] = [];
   let position = 0;
   while (bytes.length - position >= LOG_OVERHEAD_BYTES) {
     const size = LOG_OVERHEAD_BYTES + new DataView(bytes.buffer, bytes.byteOffset + position + 8, 4).getInt32(0);
     if (size < BATCH_HEADER_BYTES) throw new Error(`record-decoder: batch at ${position} has an impossible length ${size}`);
     if (position + size > bytes.length) break;
-    batches.push(decodeBatch(bytes, position));
+    batches.push(decodeBatch(bytes, position, opts.cleaned ?? false));
     position += size;
   }
   return { batches, trailingBytes: bytes.length - position };
