@@ -1,10 +1,13 @@
 /**
- * What the broker benchmarks share (scripts/bench-produce-consume.ts, scripts/bench-groups.ts): starting
- * Apache Kafka and the compiled bunka binary with fresh data dirs, the cleanup registry (undone at the
- * end, on an error and on Ctrl-C), ApiVersions, a broker's peak RSS and CPU, the CPU everything else on
- * the machine used (rows measured on a busy machine are flagged), the environment line and tables.
+ * What the broker benchmarks share (scripts/bench-produce-consume.ts, scripts/bench-groups.ts,
+ * scripts/bench-transactions.ts, scripts/bench-cleaner.ts): starting Apache Kafka and the compiled bunka
+ * binary with fresh data dirs, the cleanup registry (undone at the end, on an error and on Ctrl-C),
+ * ApiVersions, a broker's peak RSS and CPU, the CPU everything else on the machine used (rows measured on a
+ * busy machine are flagged), compiling the Java load tools of scripts/bench-java/, medians, the environment
+ * line and tables.
  */
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism, release } from "node:os";
 import { join } from "node:path";
 import {
@@ -273,6 +276,33 @@ export interface JavaToolOptions {
   stderrLimitBytes?: number;
 }
 
+/**
+ * Compiles scripts/bench-java/<className>.java with javac against the Apache Kafka jars into
+ * .cache/bench-java/<classname>-<hash>/ (once per version of the source); returns that directory, for
+ * runJavaTool's extraClasspath.
+ */
+export async function compileJavaTool(className: string): Promise<string> {
+  const libs = await ensureKafkaLibs();
+  const sourcePath = join(REPO_ROOT, "scripts", "bench-java", `${className}.java`);
+  const source = readFileSync(sourcePath);
+  const hash = createHash("sha256").update(source).update(KAFKA_VERSION).digest("hex").slice(0, 12);
+  const dir = join(REPO_ROOT, ".cache", "bench-java", `${className.toLowerCase()}-${hash}`);
+  if (existsSync(join(dir, `${className}.class`))) return dir;
+  const javac = javaBin().replace(/java$/, "javac");
+  const tmp = `${dir}.tmp-${process.pid}`;
+  mkdirSync(tmp, { recursive: true });
+  log(`compiling ${sourcePath} ...`);
+  const p = Bun.spawn([javac, "-nowarn", "-cp", `${libs}/*`, "-d", tmp, sourcePath], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(`javac failed (exit ${code}): ${(out + err).trim().slice(0, 2000)}`);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
 /** Runs a Java main class on the Apache Kafka jars with a hard timeout (SIGKILL), cleaned up on Ctrl-C. */
 export async function runJavaTool(o: JavaToolOptions): Promise<JavaToolRun> {
   const libs = await ensureKafkaLibs();
@@ -331,6 +361,10 @@ export interface Broker {
   apis: Map<number, number>;
   /** bunka's /metrics on its HTTP side-port (Apache Kafka: none). */
   metricsUrl?: string;
+  /** The broker's log file (Apache Kafka: the JVM's stdout and stderr; bunka: its stderr). */
+  logFile: string;
+  /** The directory holding the partition directories (`<topic>-<partition>/<base offset>.log`, ...). */
+  logDir: string;
   /** Last lines of the broker's log, for error messages. */
   logTail(): string;
   alive(): boolean;
@@ -400,6 +434,8 @@ export async function startKafkaBroker(root: string, serverProperties: Record<st
     bootstrap: kafka.bootstrap,
     pid: kafka.pid,
     apis,
+    logFile: kafka.logFile,
+    logDir: join(dataDir, "kraft-logs"),
     logTail: () => tailOfFile(kafka!.logFile),
     alive: () => existsSync(`/proc/${kafka!.pid}`),
     async stop() {
@@ -500,6 +536,8 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
     pid: proc.pid,
     apis,
     ...(http === undefined ? {} : { metricsUrl: `http://${http}/metrics` }),
+    logFile,
+    logDir: join(dataDir, "data"),
     logTail: () => tailOfFile(logFile),
     alive: () => !exited,
     async stop() {
@@ -584,6 +622,14 @@ export async function environment(dataRoot: string): Promise<Env> {
   };
 }
 
+/** The median of `values` (undefined for none). */
+export function median(values: number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 /** Other processes' share of the machine from which a row is flagged as skewed. */
 export const BUSY_PCT = 10;
 export const fmtNum = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -613,6 +659,8 @@ export interface Report {
   meta: string[];
   header: string[];
   rows: string[][];
+  /** More tables after the first (e.g. every round behind a table of medians), each under its caption. */
+  tables?: { caption: string; header: string[]; rows: string[][] }[];
   /** Extra lines after the table (e.g. derived ratios), in both forms. */
   notes?: string[];
   errors: string[];
@@ -622,7 +670,9 @@ export interface Report {
 /** The results for stdout: a text table, then the same as markdown for docs/benchmarks.md. */
 export function renderReport(r: Report): string {
   const notes = r.notes ?? [];
+  const tables = r.tables ?? [];
   const out: string[] = ["", r.title, "", ...r.meta, "", textTable(r.header, r.rows)];
+  for (const t of tables) out.push("", t.caption, "", textTable(t.header, t.rows));
   if (notes.length) out.push("", ...notes);
   if (r.errors.length) out.push("", ...r.errors);
   out.push("", ...r.details);
@@ -636,6 +686,7 @@ export function renderReport(r: Report): string {
     "",
     markdownTable(r.header, r.rows),
   );
+  for (const t of tables) out.push("", t.caption, "", markdownTable(t.header, t.rows));
   if (notes.length) out.push("", ...notes.map((n) => `- ${n}`));
   if (r.errors.length || r.details.length) out.push("", ...r.errors.map((e) => `- ${e}`), ...r.details.map((d) => `- ${d}`));
   return `${out.join("\n")}\n`;

@@ -33,11 +33,10 @@
  * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md) go to
  * stdout. Brokers, tools and temp dirs are removed at the end, on an error and on Ctrl-C.
  */
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { ensureKafkaLibs, javaBin, KAFKA_VERSION, REPO_ROOT } from "../tests/support/apache-kafka.ts";
+import { resolve } from "node:path";
+import { javaBin, KAFKA_VERSION } from "../tests/support/apache-kafka.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
 import { ErrorCode } from "../src/errors/generated/error-codes.ts";
 import {
@@ -45,6 +44,7 @@ import {
   type BrokerKind,
   BUSY_PCT,
   capture,
+  compileJavaTool,
   connect,
   type CpuReport,
   createTopicWithTool,
@@ -58,6 +58,7 @@ import {
   type JavaToolRun,
   label,
   log,
+  median,
   ratio,
   renderReport,
   runCleanups,
@@ -227,28 +228,6 @@ function die(message: string): never {
 
 // ---------------------------------------------------------------------------------------------
 // The load tool: scripts/bench-java/TxnBench.java, compiled on first use (and when the source changes)
-
-const TOOL_SOURCE = join(REPO_ROOT, "scripts/bench-java/TxnBench.java");
-
-async function compileLoadTool(libs: string): Promise<string> {
-  const source = readFileSync(TOOL_SOURCE);
-  const hash = createHash("sha256").update(source).update(KAFKA_VERSION).digest("hex").slice(0, 12);
-  const dir = join(REPO_ROOT, ".cache", "bench-java", `txnbench-${hash}`);
-  if (existsSync(join(dir, "TxnBench.class"))) return dir;
-  const javac = javaBin().replace(/java$/, "javac");
-  const tmp = `${dir}.tmp-${process.pid}`;
-  mkdirSync(tmp, { recursive: true });
-  log(`compiling ${TOOL_SOURCE} ...`);
-  const p = Bun.spawn([javac, "-nowarn", "-cp", `${libs}/*`, "-d", tmp, TOOL_SOURCE], { stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  if (code !== 0) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw new Error(`javac failed (exit ${code}): ${(out + err).trim().slice(0, 2000)}`);
-  }
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(tmp, dir);
-  return dir;
-}
 
 interface Dist {
   n: number;
@@ -744,13 +723,6 @@ async function runInterleaved(
   }
 }
 
-function median(values: number[]): number | undefined {
-  if (values.length === 0) return undefined;
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
 /**
  * The interleaved report's rows: one per round and scenario, then per scenario the medians of each column
  * (the ratio column: the median of the rounds' ratios, not the ratio of the medians).
@@ -900,8 +872,7 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   const load0 = loadavg();
   const kinds: BrokerKind[] = opts.only ? [opts.only] : ["kafka", "bunka"];
-  const libs = await ensureKafkaLibs();
-  toolClasses = await compileLoadTool(libs);
+  toolClasses = await compileJavaTool("TxnBench");
   const javacVersion = (await capture([javaBin().replace(/java$/, "javac"), "-version"])).trim();
   const env = await environment(opts.dataRoot);
 
