@@ -13,7 +13,7 @@
  *
  * Every scenario fills a fresh single-partition topic with cleanup.policy=compact, min.cleanable.dirty.ratio
  * 0.01 and a small segment.bytes (so nearly all of it is in inactive segments) with --mb MiB of keyed
- * records, held back from the cleaner by min.compaction.lag.ms = 1 day. Releasing it (IncrementalAlterConfigs
+ * records (--latency-mb for (c)), held back from the cleaner by min.compaction.lag.ms = 1 day. Releasing it (IncrementalAlterConfigs
  * min.compaction.lag.ms=0) is the trigger: both cleaners look again every log.cleaner.backoff.ms (--backoff-ms
  * on both brokers), so they start within that of the trigger.
  *   (a) cleaning throughput, uncompressed data: the time the cleaner worked on the partition (from the start

@@ -7,12 +7,13 @@
  *        [--value-min 200] [--value-max 1800] [--tombstone-pct 1] [--compression none|gzip|snappy|lz4|zstd]
  *        [--batch-size 16384] [--linger-ms 5] [--seed 1]
  *
- *     Sends keyed records as fast as the producer goes until the values add up to N bytes. Each key is drawn
- *     uniformly from K keys ("key-000000042"), so a key has about N / (K * mean value size) versions and the
- *     cleaner keeps the latest of each. A value is JSON-like text of a uniformly drawn size in
- *     [value-min, value-max]: a few fields and words from a small vocabulary, so that lz4 and zstd compress it
- *     roughly as they would real documents, not as random bytes (which do not compress) or as repeated
- *     bytes (which compress absurdly well). --tombstone-pct of the records are tombstones (null value).
+ *     Sends keyed records as fast as the producer goes until their keys and values add up to N bytes. Each
+ *     key is drawn uniformly from K keys ("key-000000042"), so a key has about N / (K * mean value size)
+ *     versions and the cleaner keeps the latest of each. A value is JSON-like text of a uniformly drawn size
+ *     in [value-min, value-max]: a few fields, then text cut at a random place from a corpus of words of a
+ *     small vocabulary, so that lz4 and zstd compress it roughly as they would real documents, not as random
+ *     bytes (which do not compress) or as repeated bytes (which compress absurdly well). --tombstone-pct of
+ *     the records are tombstones (null value).
  *     acks=all; everything else is the Java producer's default unless given.
  *
  *   java ... CleanerLoad steady --bootstrap H:P --topic T --rate R --record-size S --max-duration S
