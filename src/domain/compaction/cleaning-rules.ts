@@ -97,14 +97,15 @@ export interface CleaningNeedInput {
 }
 
 /**
- * Whether to clean the log now, and why: the dirty ratio reached min.cleanable.dirty.ratio; or the
+ * Whether to clean the log now, and why: the dirty ratio is above min.cleanable.dirty.ratio; or the
  * oldest dirty record waited longer than max.compaction.lag.ms; or tombstones or markers whose
  * delete.retention.ms has passed are waiting for a pass (otherwise they would stay until new dirty data
  * came along). Null when none holds.
  */
 export function cleaningReason(input: CleaningNeedInput): CleaningReason | null {
   const { range } = input;
-  if (range.dirtyBytes > 0 && range.dirtyRatio >= input.minCleanableDirtyRatio) return "dirty-ratio";
+  // Strictly above, as Apache's LogCleanerManager compares: min.cleanable.dirty.ratio=1 never cleans by ratio.
+  if (range.dirtyBytes > 0 && range.dirtyRatio > input.minCleanableDirtyRatio) return "dirty-ratio";
   if (
     range.dirtyBytes > 0 &&
     input.firstDirtyTimestampMs >= 0 &&

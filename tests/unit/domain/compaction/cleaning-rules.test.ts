@@ -78,9 +78,12 @@ describe("cleaningReason", () => {
   const need = (overrides: Partial<Parameters<typeof cleaningReason>[0]> = {}) =>
     cleaningReason({ range: base, minCleanableDirtyRatio: 0.5, maxCompactionLagMs: Number.MAX_SAFE_INTEGER, firstDirtyTimestampMs: NOW - 1000, pendingDeleteHorizonMs: -1, nowMs: NOW, ...overrides });
 
-  test("the dirty ratio against min.cleanable.dirty.ratio", () => {
+  test("the dirty ratio must be above min.cleanable.dirty.ratio (strictly, as in Apache)", () => {
     expect(need()).toBeNull();
     expect(need({ minCleanableDirtyRatio: 0.3 })).toBe("dirty-ratio");
+    const whole = cleanableRange(rangeInput());
+    expect(need({ range: whole, minCleanableDirtyRatio: 1 })).toBeNull();
+    expect(need({ range: whole, minCleanableDirtyRatio: 0.99 })).toBe("dirty-ratio");
   });
 
   test("max.compaction.lag.ms forces a pass over a dirty log below the ratio", () => {
