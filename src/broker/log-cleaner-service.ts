@@ -57,6 +57,9 @@ export interface PartitionCleanerStats {
   lastError: string | undefined;
 }
 
+/** How long a pass may hold the event loop before it lets other work run (see throttle). */
+const YIELD_AFTER_MS = 0.2;
+
 export class LogCleanerService {
   private readonly stats = new Map<string, PartitionCleanerStats>();
   private readonly busy = new Set<string>();
@@ -68,6 +71,8 @@ export class LogCleanerService {
   /** Bytes read by every worker since `throttleStartMs` (the I/O throttle's window). */
   private throttledBytes = 0;
   private throttleStartMs = 0;
+  /** When a pass last gave the event loop back (see throttle). */
+  private lastYieldMs = 0;
 
   constructor(
     private readonly clock: Clock,
@@ -77,6 +82,8 @@ export class LogCleanerService {
     private readonly partitions: PartitionManager,
     private readonly settings: () => CleanerSettings,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    /** Lets the event loop run what is waiting (requests) before the pass goes on. */
+    private readonly yieldToLoop: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve)),
   ) {}
 
   /** Starts the rounds (the first one at once). */
@@ -278,9 +285,16 @@ export class LogCleanerService {
 
   /** Holds a worker back while all workers together read faster than log.cleaner.io.max.bytes.per.second. */
   private async throttle(bytes: number): Promise<void> {
+    const nowMs = this.clock.monotonicMs();
+    // A pass's CPU work (decoding, hashing, recompressing) runs on the event loop between its reads and
+    // writes; left alone it holds the loop for tens of batches at a time, and every request waits behind
+    // it. Giving the loop back once a slice of work has run bounds that wait to about one slice.
+    if (nowMs - this.lastYieldMs >= YIELD_AFTER_MS) {
+      await this.yieldToLoop();
+      this.lastYieldMs = this.clock.monotonicMs();
+    }
     const limit = this.settings().ioMaxBytesPerSecond;
     if (!Number.isFinite(limit) || limit <= 0) return;
-    const nowMs = this.clock.monotonicMs();
     // The window restarts every few seconds so that an idle spell does not bank a burst.
     if (nowMs - this.throttleStartMs > 5000) {
       this.throttleStartMs = nowMs;

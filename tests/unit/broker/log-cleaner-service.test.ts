@@ -9,6 +9,7 @@ import { openSync, writeSync, closeSync, readdirSync } from "node:fs";
 import { DEFAULT_CLEANER_CONFIG } from "../../../src/domain/cleaner-config.ts";
 import { LogCleanerService, type CleanerSettings } from "../../../src/broker/log-cleaner-service.ts";
 import { parseBatchHeader } from "../../../src/protocol/records/record-batch.ts";
+import type { Clock } from "../../../src/platform/clock.ts";
 import type { Logger } from "../../../src/platform/logger.ts";
 import { buildBatch } from "../../support/batch-builder.ts";
 import { startTestBroker, type TestBroker } from "../../support/test-broker.ts";
@@ -59,9 +60,15 @@ async function appendRounds(b: TestBroker, name: string, keys: number, rounds: n
   await partition.log.flush();
 }
 
-function service(b: TestBroker, settings: Partial<CleanerSettings>, sleep?: (ms: number) => Promise<void>): LogCleanerService {
+function service(
+  b: TestBroker,
+  settings: Partial<CleanerSettings>,
+  sleep?: (ms: number) => Promise<void>,
+  yieldToLoop?: () => Promise<void>,
+  clock: Clock = b.broker.services.clock,
+): LogCleanerService {
   const s = b.broker.services;
-  return new LogCleanerService(s.clock, log, s.config, s.topics, s.partitions, () => ({ ...DEFAULT_CLEANER_CONFIG, ...settings }), sleep);
+  return new LogCleanerService(clock, log, s.config, s.topics, s.partitions, () => ({ ...DEFAULT_CLEANER_CONFIG, ...settings }), sleep, yieldToLoop);
 }
 
 describe("LogCleanerService", () => {
@@ -111,6 +118,23 @@ describe("LogCleanerService", () => {
     const waitedMs = waits.reduce((a, b) => a + b, 0);
     expect(waitedMs).toBeGreaterThan(((read - 1000) / 1000) * 1000 * 0.5);
     expect(waits.length).toBeGreaterThan(1);
+  });
+
+  test("a pass gives the event loop back once it has held it for a slice of work", async () => {
+    broker = await startTestBroker({ autoCreateTopicsEnable: false }, { log, cleaner: false });
+    await compactedTopic(broker, "sliced", 5, 10);
+    // A clock on which every reading is 0.1 ms after the previous one: the pass holds the loop for two
+    // readings' worth between yields.
+    let monotonic = 0;
+    const clock: Clock = { nowMs: () => Date.now(), monotonicMs: () => (monotonic += 0.1) };
+    let yields = 0;
+    const cleaner = service(broker, {}, undefined, async () => {
+      yields++;
+    }, clock);
+    expect(await cleaner.runRound()).toBe(1);
+    const batches = 5 * 10 + 1;
+    // Mapping and cleaning read every batch once each, each reading the clock once per batch.
+    expect(yields).toBeGreaterThan(batches / 2);
   });
 
   test("a partition whose pass fails is reported and skipped; the others are still cleaned", async () => {
