@@ -46,7 +46,7 @@ import { cleanedPath } from "./segment-swap.ts";
 import type { CleanableSegment, PartitionLog } from "./partition-log.ts";
 
 /** Bytes read from a segment at a time (a larger batch is read whole). */
-const READ_CHUNK_BYTES = 256 * 1024;
+const READ_CHUNK_BYTES = 1024 * 1024;
 /** Cleaned bytes buffered before they are written out. */
 const WRITE_CHUNK_BYTES = 1024 * 1024;
 const INT32_MAX = 0x7fffffff;
