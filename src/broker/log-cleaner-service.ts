@@ -283,7 +283,10 @@ export class LogCleanerService {
     }
   }
 
-  /** Holds a worker back while all workers together read faster than log.cleaner.io.max.bytes.per.second. */
+  /**
+   * Called between batches: gives the event loop back after each slice of work, and holds a worker back
+   * while all workers together read faster than log.cleaner.io.max.bytes.per.second.
+   */
   private async throttle(bytes: number): Promise<void> {
     const nowMs = this.clock.monotonicMs();
     // A pass's CPU work (decoding, hashing, recompressing) runs on the event loop between its reads and
