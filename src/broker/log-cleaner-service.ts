@@ -136,6 +136,9 @@ export class LogCleanerService {
     // log.cleaner.threads=0 runs no cleaner thread in Apache either.
     if (!settings.enabled || settings.threads < 1) return 0;
     this.failed.clear();
+    // A deleted topic's partitions (or ones closed otherwise) leave the metrics.
+    const open = new Set((await this.partitions.openPartitions()).map((p) => `${p.topic}-${p.partition}`));
+    for (const key of [...this.stats.keys()]) if (!open.has(key)) this.stats.delete(key);
     const threads = settings.threads;
     const mapBytes = Math.floor(settings.dedupeBufferSizeBytes / threads);
     // Apache accepts any double here; a map must be allowed to hold something, and cannot be fuller than full.

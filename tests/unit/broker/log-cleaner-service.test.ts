@@ -96,6 +96,22 @@ describe("LogCleanerService", () => {
     expect(await cleaner.runRound()).toBe(0);
   });
 
+  test("a deleted topic's partitions leave the cleaner's stats at the next round", async () => {
+    broker = await startTestBroker({ autoCreateTopicsEnable: false }, { log, cleaner: false });
+    await compactedTopic(broker, "doomed", 5, 4);
+    const cleaner = service(broker, {});
+    expect(await cleaner.runRound()).toBe(1);
+    expect(cleaner.statsOf("doomed", 0)?.passes).toBe(1);
+    const { WireClient } = await import("../../support/wire-client.ts");
+    const client = await WireClient.connect(broker.port);
+    const deleted = await client.request(20, 6, { topics: [{ name: "doomed", topicId: "00000000-0000-0000-0000-000000000000" }], timeoutMs: 10_000 });
+    client.close();
+    expect(deleted.responses[0].errorCode).toBe(0);
+    await cleaner.runRound();
+    expect(cleaner.statsOf("doomed", 0)).toBeUndefined();
+    expect(cleaner.partitionStats()).toEqual([]);
+  });
+
   test("log.cleaner.enable=false and log.cleaner.threads=0 clean nothing", async () => {
     broker = await startTestBroker({ autoCreateTopicsEnable: false }, { log, cleaner: false });
     await compactedTopic(broker, "idle", 5, 4);
