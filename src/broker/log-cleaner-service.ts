@@ -9,15 +9,16 @@
  *   A worker is an async loop on the event loop: the pass's file reads and writes leave the loop free,
  *   and its CPU work comes in batch-sized pieces between them.
  * - log.cleaner.io.max.bytes.per.second bounds the bytes all workers read together.
- * - A pass that fails with anything but a FatalError is logged and the partition is left alone until
- *   the next round (Apache marks such a partition uncleanable); a FatalError stops the broker, as every
- *   failed write does.
+ * - A pass that finds damaged data (a CorruptStateError, or records that do not decode) is logged once and the partition is not cleaned
+ *   again until the broker restarts (Apache marks such a log uncleanable); any other failure but a
+ *   FatalError is logged and tried again next round; a FatalError stops the broker, as every failed write
+ *   does.
  * - What each partition's passes did is kept for /metrics, /v1/topics and the dashboard.
  */
 import type { CleanerConfig } from "../domain/cleaner-config.ts";
 import { OffsetMap } from "../domain/compaction/offset-map.ts";
 import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
-import { FatalError } from "../errors/errors.ts";
+import { CorruptStateError, DecodeError, FatalError } from "../errors/errors.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { DEFAULT_LOG_CONFIG } from "../storage/log/partition-log.ts";
@@ -63,6 +64,8 @@ const YIELD_AFTER_MS = 0.2;
 export class LogCleanerService {
   private readonly stats = new Map<string, PartitionCleanerStats>();
   private readonly busy = new Set<string>();
+  /** Partitions whose pass found damaged data: never cleaned again by this process. */
+  private readonly uncleanable = new Set<string>();
   /** Partitions whose last pass failed or made no progress, left alone until the next round. */
   private readonly failed = new Set<string>();
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -173,7 +176,9 @@ export class LogCleanerService {
     const nowMs = this.clock.nowMs();
     for (const partition of await this.partitions.openPartitions()) {
       const key = `${partition.topic}-${partition.partition}`;
-      if (partition.closing || partition.log.failed || this.busy.has(key) || this.failed.has(key) || forced?.has(key)) continue;
+      if (partition.closing || partition.log.failed || this.busy.has(key) || this.failed.has(key) || this.uncleanable.has(key) || forced?.has(key)) {
+        continue;
+      }
       const config = this.compactionConfigOf(partition.topic);
       if (config === undefined) continue;
       const range = await partition.cleanableRange(nowMs, config);
@@ -275,12 +280,21 @@ export class LogCleanerService {
     } catch (error) {
       if (error instanceof FatalError) throw error;
       stats.lastError = error instanceof Error ? error.message : String(error);
-      this.failed.add(`${partition.topic}-${partition.partition}`);
+      const key = `${partition.topic}-${partition.partition}`;
+      // Damage in a segment does not go away by itself: like Apache's cleaner, which marks such a log
+      // uncleanable, leave the partition alone until the broker restarts (after the operator's repair)
+      // rather than failing and logging again every round. Anything else is tried again next round.
+      // A DecodeError is damage too: records inside a batch whose CRC holds that do not parse (written before
+      // Produce checked records) will not parse next round either.
+      const damaged = error instanceof CorruptStateError || error instanceof DecodeError;
+      (damaged ? this.uncleanable : this.failed).add(key);
       if (!partition.closing) {
-        this.log.error("log cleaner pass failed; the partition is skipped until the next round", {
-          partition: `${partition.topic}-${partition.partition}`,
-          error: stats.lastError,
-        });
+        this.log.error(
+          damaged
+            ? "log cleaner pass failed on damaged data; the partition is not cleaned again until the broker restarts"
+            : "log cleaner pass failed; the partition is skipped until the next round",
+          { partition: key, error: stats.lastError },
+        );
       }
       return false;
     }

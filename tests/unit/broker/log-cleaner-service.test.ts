@@ -153,7 +153,7 @@ describe("LogCleanerService", () => {
     expect(yields).toBeGreaterThan(batches / 2);
   });
 
-  test("a partition whose pass fails is reported and skipped; the others are still cleaned", async () => {
+  test("a partition whose pass finds damage is reported once and not cleaned again; the others are still cleaned", async () => {
     passes.length = 0;
     errors.length = 0;
     broker = await startTestBroker({ autoCreateTopicsEnable: false }, { log, cleaner: false });
@@ -169,6 +169,12 @@ describe("LogCleanerService", () => {
     expect(await cleaner.runRound()).toBe(1);
     expect(passes).toEqual(["healthy-0"]);
     expect(cleaner.statsOf("damaged", 0)!.lastError).toContain("fails its check (crc-mismatch)");
-    expect(errors).toEqual([expect.stringContaining('log cleaner pass failed; the partition is skipped until the next round {"partition":"damaged-0"')]);
+    expect(errors).toEqual([
+      expect.stringContaining('log cleaner pass failed on damaged data; the partition is not cleaned again until the broker restarts {"partition":"damaged-0"'),
+    ]);
+    // Later rounds leave it alone instead of failing (and logging) again.
+    await appendRounds(broker, "damaged", 5, 2);
+    expect(await cleaner.runRound()).toBe(0);
+    expect(errors.length).toBe(1);
   });
 });
