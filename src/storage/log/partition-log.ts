@@ -904,7 +904,10 @@ export class PartitionLog {
       while (segment !== undefined) {
         const result = await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false);
         if (result.kind !== "records" || result.bytes.length > 0 || segment === this.active) return result;
-        const next: Segment | undefined = this.segments[this.segments.indexOf(segment) + 1];
+        // Retention may have removed the segment meanwhile (the fetch offset is then below the log start,
+        // which the next fetch learns): answer what was read rather than start over from the front.
+        const at = this.segments.indexOf(segment);
+        const next: Segment | undefined = at < 0 ? undefined : this.segments[at + 1];
         if (next === undefined || next.baseOffset >= limitOffset) return result;
         segment = next;
       }
