@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * Enforces DESIGN.md §2: imports point down the layer chain only.
+ * Enforces docs/architecture.md, "Layers": imports point down the layer chain only.
  *
  *   platform, errors, protocol  <-  domain  <-  storage  <-  cluster  <-  broker  <-  net, http  <-  cli, main
  *

@@ -1,13 +1,14 @@
 /**
  * EndTxn (key 26), versions 0-4.
  *
- * Commits or aborts the producer's transaction (DESIGN.md §5): Ongoing -> PrepareCommit / PrepareAbort is
- * made durable with the transaction's partitions and groups before any marker exists; then the staged
- * offsets of its groups are committed or discarded, the markers are appended to the partitions this broker
- * leads (durably) and queued for the leaders of the others, Complete* is made durable, and only then is the
- * producer answered. If a marker cannot be written yet (a retriable partition error), the decision is
- * already durable: the answer is NONE, as Apache answers once its PrepareCommit is written, and the
- * coordinator completes the transaction in the background (requests meanwhile get CONCURRENT_TRANSACTIONS).
+ * Commits or aborts the producer's transaction (docs/architecture.md, "Transactions and idempotence"): Ongoing
+ * -> PrepareCommit / PrepareAbort is made durable with the transaction's partitions and groups before any
+ * marker exists; then the staged offsets of its groups are committed or discarded, the markers are appended to
+ * the partitions this broker leads (durably) and queued for the leaders of the others, Complete* is made
+ * durable, and only then is the producer answered. If a marker cannot be written yet (a retriable partition
+ * error), the decision is already durable: the answer is NONE, as Apache answers once its PrepareCommit is
+ * written, and the coordinator completes the transaction in the background (requests meanwhile get
+ * CONCURRENT_TRANSACTIONS).
  *
  * Errors (TransactionCoordinator.endTransaction for transaction version 1): INVALID_REQUEST for an empty
  * transactional id; NOT_COORDINATOR; COORDINATOR_LOAD_IN_PROGRESS; INVALID_PRODUCER_ID_MAPPING for an unknown

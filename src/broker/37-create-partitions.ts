@@ -16,7 +16,8 @@
  *
  * Deliberately not done: controller mutation quotas (never THROTTLING_QUOTA_EXCEEDED); timeoutMs is
  * ignored because the change is complete when answered; a manual assignment is validated but not stored,
- * because partition leadership comes from the ownership port (DESIGN.md §6), not from replica lists.
+ * because partition leadership comes from the ownership port (docs/architecture.md, "Ownership and cluster
+ * mode"), not from replica lists.
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type {

@@ -1,7 +1,7 @@
 /**
  * The transaction coordinator of this broker: runs the pure decisions of domain/txn/coordinator.ts against
  * the durable slot store (storage/txn-state-store.ts) and carries out their effects, in the order of
- * DESIGN.md §5:
+ * docs/architecture.md, "Transactions and idempotence":
  *
  *   1. the decision is persisted (for EndTxn: Ongoing -> PrepareCommit / PrepareAbort, with the partitions
  *      and groups) and durable before anything else happens, so no marker ever exists without it;
@@ -140,9 +140,10 @@ export interface TxnCoordinatorOptions {
 }
 
 /**
- * The steps of an answered EndTxn, in order (DESIGN §5): `prepare` from taking the id's lock until Prepare*
- * is durable, `offsets` the offset hook (only when groups were added), `markers` until every self-led marker
- * is durable and every peer-led one queued, `complete` until Complete* is durable.
+ * The steps of an answered EndTxn, in order (docs/architecture.md, "Transactions and idempotence"): `prepare`
+ * from taking the id's lock until Prepare* is durable, `offsets` the offset hook (only when groups were
+ * added), `markers` until every self-led marker is durable and every peer-led one queued, `complete` until
+ * Complete* is durable.
  */
 export type EndTxnPhase = "prepare" | "offsets" | "markers" | "complete";
 

@@ -1,7 +1,7 @@
 /**
- * The CLI's client of a running broker's HTTP side-port (DESIGN.md §7): where it is (`--http HOST:PORT`,
- * `BUNKA_HTTP`, default 127.0.0.1:9644, the same address `bunka serve` binds by default), one GET or POST
- * with a deadline, and every way that can fail turned into one line for `bunka: <message>`.
+ * The CLI's client of a running broker's HTTP side-port (docs/architecture.md, "HTTP side-port"): where it is
+ * (`--http HOST:PORT`, `BUNKA_HTTP`, default 127.0.0.1:9644, the same address `bunka serve` binds by default),
+ * one GET or POST with a deadline, and every way that can fail turned into one line for `bunka: <message>`.
  *
  * Two kinds of failure, because scripts treat them differently:
  * - UsageError (exit 2): what was typed is wrong (a bad address);

@@ -1,6 +1,7 @@
 /**
- * Who leads each partition and who owns each transaction and group slot (DESIGN.md §6). Handlers ask this
- * port and never assume; single-broker mode is one implementation, the shared-volume cluster another.
+ * Who leads each partition and who owns each transaction and group slot (docs/architecture.md, "Ownership and
+ * cluster mode"). Handlers ask this port and never assume; single-broker mode is one implementation, the
+ * shared-volume cluster another.
  */
 export const SLOT_COUNT = 50;
 
@@ -48,7 +49,7 @@ export class SingleBrokerOwnership implements Ownership {
 
 const utf8 = new TextEncoder();
 
-/** fnv1a32, the slot hash of DESIGN.md §4: slot = fnv1a32(key) % 50. */
+/** fnv1a32, the slot hash of docs/architecture.md, "Storage rules": slot = fnv1a32(key) % 50. */
 export function fnv1a32(text: string): number {
   let hash = 0x811c9dc5;
   // One encoder for the process: this runs on every transaction state change.

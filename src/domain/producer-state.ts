@@ -6,8 +6,8 @@
  * Pure: no I/O, no clock reads (`nowMs` is an argument), no awaits. Everything here runs under the
  * partition's single writer; nothing is safe to call concurrently with an append in flight.
  *
- * The rules are DESIGN.md §5, with Apache Kafka's ProducerAppendInfo as the reference where §5 is
- * silent:
+ * The rules are docs/architecture.md, "Transactions and idempotence", with Apache Kafka's ProducerAppendInfo
+ * as the reference where that section is silent:
  * - a non-idempotent batch (producerId -1) is always appended;
  * - no state for the producer id (new, expired, or truncated away): any sequence is accepted;
  * - same epoch and (firstSeq, lastSeq) equal to one of the five remembered batches: a duplicate,

@@ -1,6 +1,6 @@
 /**
- * The HTTP side-port (DESIGN.md §7) as a Hono app factory over read-only query ports (ports.ts). No
- * socket here: server.ts binds it with Bun.serve, tests call `app.request()`.
+ * The HTTP side-port (docs/architecture.md, "HTTP side-port") as a Hono app factory over read-only query ports
+ * (ports.ts). No socket here: server.ts binds it with Bun.serve, tests call `app.request()`.
  *
  * Routes:
  *   GET  /                                   live dashboard (HTML, refreshes itself)

@@ -8,8 +8,8 @@
  * Everything runs on the event loop between appends, so each partition's numbers are consistent with
  * each other (no append is half-applied while they are read).
  *
- * The listener is not imported (net/ and http/ are peers, DESIGN.md §2): main.ts hands it in as the small
- * structural interface below.
+ * The listener is not imported (net/ and http/ are peers, docs/architecture.md, "Layers"): main.ts hands it in
+ * as the small structural interface below.
  *
  * Transactions come from the transaction coordinator's read-only accessors (its durable entries and the
  * markers it has not written yet), staged offsets from the group coordinator's offset slots, and markers

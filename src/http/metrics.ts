@@ -9,7 +9,8 @@
  * - read when scraped: connections, topics, partitions, offsets, producer ids. broker-ports.ts collects
  *   them from live state and writes them after these, so nothing is sampled in the background.
  *
- * Hand-written rather than a client library: the dependency rule of DESIGN.md §1 and the format is small.
+ * Hand-written rather than a client library: the dependency rule (docs/architecture.md, "Layers") and the
+ * format is small.
  */
 import type { RequestObserver } from "../broker/dispatcher.ts";
 import type { EndTxnPhase, TxnObserver } from "../broker/txn-coordinator.ts";

@@ -1,7 +1,7 @@
 /**
- * The read-only query ports the HTTP side-port is built on (DESIGN.md §7). The Hono app (app.ts) knows
- * nothing but these interfaces, so it is tested with `app.request()` against plain objects, and the broker
- * side (broker-ports.ts) is the only place that reads live broker state.
+ * The read-only query ports the HTTP side-port is built on (docs/architecture.md, "HTTP side-port"). The Hono
+ * app (app.ts) knows nothing but these interfaces, so it is tested with `app.request()` against plain objects,
+ * and the broker side (broker-ports.ts) is the only place that reads live broker state.
  *
  * Views are plain data: numbers, strings, arrays, objects, null. They are encoded as JSON or MessagePack
  * as they are, so they never carry bigint, Map, class instances or undefined fields.

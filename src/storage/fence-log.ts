@@ -1,8 +1,8 @@
 /**
- * The producer fence log (DESIGN.md §4, §5): every producer epoch bump a broker's transaction coordinator
- * makes is appended to that broker's own file, so that the other brokers sharing the data directory can
- * fence the old epoch on the partitions they lead (a zombie's batches then fail there too, even on
- * partitions the new session has not touched yet).
+ * The producer fence log (docs/architecture.md, "Storage rules" and "Transactions and idempotence"): every
+ * producer epoch bump a broker's transaction coordinator makes is appended to that broker's own file, so that
+ * the other brokers sharing the data directory can fence the old epoch on the partitions they lead (a zombie's
+ * batches then fail there too, even on partitions the new session has not touched yet).
  *
  *   <data>/__cluster/producer_fences/<broker>.log
  *

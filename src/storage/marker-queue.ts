@@ -1,7 +1,8 @@
 /**
- * The transaction marker queue (DESIGN.md §4, §6): a transaction coordinator that decided a transaction
- * whose partitions another broker leads leaves the markers for that broker here, and the broker's watcher
- * (cluster/marker-queue-watcher.ts) appends them and removes the file.
+ * The transaction marker queue (docs/architecture.md, "Storage rules" and "Ownership and cluster mode"): a
+ * transaction coordinator that decided a transaction whose partitions another broker leads leaves the markers
+ * for that broker here, and the broker's watcher (cluster/marker-queue-watcher.ts) appends them and removes
+ * the file.
  *
  *   <data>/__cluster/marker_queue/to-<broker>/<producerId>-<producerEpoch>-<decidedMs>-<commit|abort>.json
  *

@@ -1,6 +1,6 @@
 /**
  * Durable group state: committed offsets, staged (transactional) offsets and group records, sharded into
- * slots by slot = fnv1a32(group id) % 50 (DESIGN.md §4), two files per slot:
+ * slots by slot = fnv1a32(group id) % 50 (docs/architecture.md, "Storage rules"), two files per slot:
  *
  *   <data>/__cluster/offsets/slot-N.json      the checkpoint: a state file (state-file.ts: versioned,
  *                                             CRC-32, written atomically) holding the slot's whole state
@@ -22,7 +22,7 @@
  * nothing writes nothing. Reads (`slot(n)`) see only durable state: an answer never rests on state a
  * crash could lose.
  *
- * Why a journal of whole states beside the DESIGN's slot-N.json: rewriting slot-N.json atomically costs
+ * Why a journal of whole states beside the slot-N.json checkpoint: rewriting slot-N.json atomically costs
  * two fsyncs, a rename and a directory fsync per write (~1.5 ms on the reference disk); appending a line
  * and fsyncing it costs one (~0.35 ms), and offset commits (OffsetCommit, TxnOffsetCommit, EndTxn's offset
  * hook) are on the hot path of every consumer group. Each record is the whole state, so the last complete

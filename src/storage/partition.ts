@@ -11,8 +11,8 @@
  * made durable. Every append asks for a flush (group commit), so acks=0/1 data becomes visible one fsync
  * later without waiting for anything else.
  *
- * Transactions (DESIGN §5; Apache's UnifiedLog, ProducerStateManager and TransactionIndex are the
- * reference):
+ * Transactions (docs/architecture.md, "Transactions and idempotence"; Apache's UnifiedLog,
+ * ProducerStateManager and TransactionIndex are the reference):
  * - A transactional batch is appended only when the transaction coordinator (the TransactionVerifier)
  *   says this partition is in the producer's ongoing transaction at that epoch; the producer's first
  *   transactional batch here opens the transaction at its offset.
@@ -559,10 +559,10 @@ export class Partition {
   }
 
   /**
-   * After an append that rolled the log to a new segment, snapshot producer state (DESIGN §4 and the
-   * spec: a snapshot at every roll keeps the replay after a crash to about one segment). In the
-   * background: the append is not held up, and a failure is reported and retried by the next roll or
-   * the maintenance pass.
+   * After an append that rolled the log to a new segment, snapshot producer state (docs/architecture.md,
+   * "Storage rules" and the spec: a snapshot at every roll keeps the replay after a crash to about one
+   * segment). In the background: the append is not held up, and a failure is reported and retried by the next
+   * roll or the maintenance pass.
    */
   private snapshotAfterRoll(): void {
     const segments = this.log.segmentCount;

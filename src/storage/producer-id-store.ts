@@ -39,8 +39,8 @@
  * as Apache's RPCProducerIdManager does while it has no block ("older clients treat REQUEST_TIMED_OUT as
  * fatal"). It never falls back to an id that is not durably reserved, and it never retries an index it
  * tried before: after a failed fsync nobody knows whether that claim reached the disk. This deliberately
- * departs from "a failed fsync is fatal" (DESIGN.md §8): nothing in memory depends on the failed write,
- * so refusing the request is enough. Calls to `allocate` are serialized.
+ * departs from "a failed fsync is fatal" (docs/architecture.md, "Conventions"): nothing in memory depends on
+ * the failed write, so refusing the request is enough. Calls to `allocate` are serialized.
  */
 import { join } from "node:path";
 import { FatalError } from "../errors/errors.ts";

@@ -1,7 +1,8 @@
 /**
  * Durable transaction coordinator state: one TxnEntry per transactional id, sharded into 50 slots by
- * slot = fnv1a32(transactional.id) % 50 (DESIGN.md §4), with one serial writer per slot that coalesces
- * concurrent transitions into one write (group commit, DESIGN.md §5).
+ * slot = fnv1a32(transactional.id) % 50 (docs/architecture.md, "Storage rules"), with one serial writer per
+ * slot that coalesces concurrent transitions into one write (group commit, docs/architecture.md, "Transactions
+ * and idempotence").
  *
  * Files, per slot N, under <data>/__cluster/txn_state/:
  *
@@ -10,7 +11,7 @@
  *   slot-N.journal   the changes since: one line per write, each line itself a state-file envelope
  *                    (format "txn-state-journal", version, crc32) around {seq, put[], del[]}
  *
- * Why a journal beside the DESIGN's slot-N.json: rewriting the whole slot file on every transition makes
+ * Why a journal beside the slot-N.json checkpoint: rewriting the whole slot file on every transition makes
  * a transition cost O(ids in the slot). With 100k transactional ids (2000 per slot) that is a 600 KB
  * rewrite, ~12 ms p50 and ~30 ms p99 on ext4, against ~1 ms for a slot of one id
  * (scripts/bench-txn-store.ts measures both). Appending one short line and fsyncing it costs the same
@@ -42,8 +43,8 @@
  * CorruptStateError naming the file: a slot is never taken for empty, because that would forget producer
  * ids and open transactions.
  *
- * Multi-broker fencing of a deposed slot owner is the cluster layer's job (DESIGN.md §6); this store
- * assumes it is the slot's only writer.
+ * Multi-broker fencing of a deposed slot owner is the cluster layer's job (docs/architecture.md, "Ownership
+ * and cluster mode"); this store assumes it is the slot's only writer.
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";

@@ -1,6 +1,6 @@
 /**
- * Project-wide checks that belong in every test run: the layer rule of DESIGN.md §2 and generated code that
- * matches its generator and schemas.
+ * Project-wide checks that belong in every test run: the layer rule of docs/architecture.md, "Layers" and
+ * generated code that matches its generator and schemas.
  */
 import { expect, test } from "bun:test";
 import { layerViolations } from "../../scripts/check-layers.ts";

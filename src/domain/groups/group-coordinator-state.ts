@@ -51,7 +51,8 @@ export const DEFAULT_GROUP_COORDINATOR_CONFIG: GroupCoordinatorConfig = {
   newMemberJoinTimeoutMs: 5 * 60 * 1000,
   minSessionTimeoutMs: 6000,
   maxSessionTimeoutMs: 30 * 60 * 1000,
-  // Apache's default is Integer.MAX_VALUE; bunka bounds every collection (DESIGN.md §8), far above any real group.
+  // Apache's default is Integer.MAX_VALUE; bunka bounds every collection (docs/architecture.md,
+  // "Conventions"), far above any real group.
   maxSize: 100_000,
 };
 

@@ -1,9 +1,9 @@
 /**
- * The transaction coordinator's decisions (DESIGN.md §5), as pure functions: given the current TxnEntry
- * of a transactional id (undefined when there is none), a request and `nowMs`, each answers a TxnDecision:
- * the error code to answer, the entry to persist (if anything changes), and the effects the caller must
- * carry out. No I/O, no clock reads, no awaits; the store applies a decision inside its per-slot serial
- * writer, so two decisions about one id never interleave.
+ * The transaction coordinator's decisions (docs/architecture.md, "Transactions and idempotence"), as pure
+ * functions: given the current TxnEntry of a transactional id (undefined when there is none), a request and
+ * `nowMs`, each answers a TxnDecision: the error code to answer, the entry to persist (if anything changes),
+ * and the effects the caller must carry out. No I/O, no clock reads, no awaits; the store applies a decision
+ * inside its per-slot serial writer, so two decisions about one id never interleave.
  *
  * What the caller does with a decision, in this order:
  *   1. `write`: persist `entry` (or remove the id when `entry` is undefined) and wait until it is durable.
@@ -23,7 +23,8 @@
  * handleVerifyPartitionsInTransaction, endTransaction for transaction version 1, abortTimedOutTransactions)
  * and TransactionMetadata (prepareIncrementProducerEpoch, prepareProducerIdRotation,
  * prepareFenceProducerEpoch) are the reference for every answer here. Where bunka differs, it says so:
- * - EndTxn is answered after Complete* is durable, not after Prepare* (DESIGN §5);
+ * - EndTxn is answered after Complete* is durable, not after Prepare* (docs/architecture.md, "Transactions and
+ *   idempotence");
  * - AddOffsetsToTxn records the group itself instead of the group's __consumer_offsets partition;
  * - Apache crashes (IllegalStateException) on an InitProducerId retry at an exhausted epoch, and on entries
  *   in Dead or PrepareEpochFence; bunka answers the retry properly, and those states are never stored.
@@ -55,7 +56,7 @@ import {
 export const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT = 900_000;
 /** transactional.id.expiration.ms: an id idle this long, with no open transaction, is removed (7 days). */
 export const TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT = 604_800_000;
-/** How often the owner of a slot looks for timed-out transactions (DESIGN §5). */
+/** How often the owner of a slot looks for timed-out transactions (the timeout reaper, docs/architecture.md). */
 export const TIMED_OUT_TRANSACTION_SWEEP_INTERVAL_MS = 10_000;
 /** The coordinator epoch of single-broker mode, written into markers (control record value). */
 export const DEFAULT_COORDINATOR_EPOCH = 0;

@@ -1,6 +1,7 @@
 /**
  * The transaction coordinator's record of one transactional id (TxnEntry), its states, and the one
- * transition table that says which state may follow which (DESIGN.md §5).
+ * transition table that says which state may follow which (docs/architecture.md, "Transactions and
+ * idempotence").
  *
  * States carry Apache Kafka's names, because DescribeTransactions and ListTransactions expose them on the
  * wire and operators know them. The table is Apache's TransactionState.validPreviousStates for

@@ -24,8 +24,8 @@
  *  57  recordsCount          int32
  *  61  records...
  *
- * Validation results are data, not exceptions (DESIGN §8): the Produce handler maps each `BatchProblem`
- * to a Kafka error code with `errorCodeOfProblem`.
+ * Validation results are data, not exceptions (docs/architecture.md, "Conventions"): the Produce handler maps
+ * each `BatchProblem` to a Kafka error code with `errorCodeOfProblem`.
  */
 import { DecodeError } from "../../errors/errors.ts";
 import { ErrorCode } from "../../errors/generated/error-codes.ts";

@@ -13,12 +13,14 @@
  * Durability. `flush` is a group commit: one fsync covers every append made before it started, and the
  * callers that arrive while it runs share the next one. Three end offsets are exposed:
  * `logEndOffset` (assigned), `writtenEndOffset` (readable), `durableEndOffset` (fsynced). The caller
- * decides what the high watermark is (DESIGN §4: never beyond durableEndOffset). Nothing advances
- * durableEndOffset but `flush` (and a roll), so the Produce handler should request a flush after every
- * append, awaiting it only for acks=-1; group commit keeps that at about one fsync per fsync latency.
+ * decides what the high watermark is (docs/architecture.md, "Storage rules": never beyond durableEndOffset).
+ * Nothing advances durableEndOffset but `flush` (and a roll), so the Produce handler should request a flush
+ * after every append, awaiting it only for acks=-1; group commit keeps that at about one fsync per fsync
+ * latency.
  *
  * Any failed write, fsync or rename makes the log failed: every pending and later operation rejects with
- * a FatalError, and the process is expected to exit and recover at the next start (DESIGN §8).
+ * a FatalError, and the process is expected to exit and recover at the next start (docs/architecture.md,
+ * "Conventions").
  *
  * Recovery at open (see `recover`):
  * - A segment with a later segment after it was fsynced, with its index files, before that later segment

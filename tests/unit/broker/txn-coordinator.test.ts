@@ -1,9 +1,10 @@
 /**
  * The transaction coordinator service on the in-memory Fs with a fake partition side and a fake offset
- * hook: the effect order of DESIGN §5 (Prepare* durable before any marker, then offsets, markers, Complete*,
- * answer), crash between Prepare* and Complete* (the restart completes it before answering anything), the
- * fence of an open transaction on InitProducerId, the timeout reaper (only on the slot's owner), expiry,
- * the fence log, the marker queue for peer-led partitions, the verifier index, and TxnOffsetCommit's check.
+ * hook: the effect order of docs/architecture.md, "Transactions and idempotence" (Prepare* durable before any
+ * marker, then offsets, markers, Complete*, answer), crash between Prepare* and Complete* (the restart
+ * completes it before answering anything), the fence of an open transaction on InitProducerId, the timeout
+ * reaper (only on the slot's owner), expiry, the fence log, the marker queue for peer-led partitions, the
+ * verifier index, and TxnOffsetCommit's check.
  */
 import { describe, expect, test } from "bun:test";
 import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";

@@ -129,7 +129,7 @@ describe("basic operation", () => {
     expect(await reopened.get("b")).toBeUndefined();
   });
 
-  test("files are where DESIGN.md §4 says: txn_state/slot-N.json (plus its journal), N = slotOf(id)", async () => {
+  test("files are where docs/architecture.md (Storage rules) says: txn_state/slot-N.json (plus its journal), N = slotOf(id)", async () => {
     const fs = new MemoryFs();
     const store = await open(fs, { compactBytesMin: 0, compactRatio: 0 });
     await store.update("a", () => entry("a"));
