@@ -115,6 +115,24 @@ async function serve(config: BrokerConfig): Promise<number> {
   // before its markers, to test the recovery of a crash in that window. Read here only, never deeper.
   const crashAfterPrepare = process.env.BUNKA_TEST_CRASH_AFTER_PREPARE === "1";
   if (crashAfterPrepare) log.warn("BUNKA_TEST_CRASH_AFTER_PREPARE=1: this process kills itself after the first EndTxn decision");
+  // Test hook (tests/fault/endtxn-answered-crash.test.ts): the first EndTxn decision is answered and its
+  // markers are never written by this process, so that the test can SIGKILL it in that window.
+  const holdAfterAnswer = process.env.BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER === "1";
+  if (holdAfterAnswer) log.warn("BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER=1: the first answered EndTxn decision never gets its markers from this process");
+  let heldOne = false;
+  const txnHooks = {
+    ...(crashAfterPrepare ? { afterPrepareDurable: () => process.kill(process.pid, "SIGKILL") } : {}),
+    ...(holdAfterAnswer
+      ? {
+          afterEndTxnAnswered: (transactionalId: string) => {
+            if (heldOne) return Promise.resolve();
+            heldOne = true;
+            log.warn("test hook: holding the markers of an answered EndTxn", { transactionalId });
+            return new Promise<void>(() => undefined);
+          },
+        }
+      : {}),
+  };
   const broker = await createBroker({
     config,
     fs,
@@ -122,7 +140,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     log,
     observer: metrics,
     txnObserver: metrics,
-    ...(crashAfterPrepare ? { txn: { afterPrepareDurable: () => process.kill(process.pid, "SIGKILL") } } : {}),
+    ...(crashAfterPrepare || holdAfterAnswer ? { txn: txnHooks } : {}),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {
       if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });

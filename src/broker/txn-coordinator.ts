@@ -5,18 +5,23 @@
  *
  *   1. the decision is persisted (for EndTxn: Ongoing -> PrepareCommit / PrepareAbort, with the partitions
  *      and groups) and durable before anything else happens, so no marker ever exists without it;
- *   2. fence: every local partition raises the producer's epoch (PartitionManager.fenceProducer) and the
+ *   2. EndTxn is answered (Apache's contract: once PrepareCommit is in its transaction log);
+ *   3. fence: every local partition raises the producer's epoch (PartitionManager.fenceProducer) and the
  *      bump is appended to this broker's fence log for the peers (storage/fence-log.ts);
- *   3. offsets: the staged transactional offsets of each of the transaction's groups are committed or
+ *   4. offsets: the staged transactional offsets of each of the transaction's groups are committed or
  *      discarded (the group coordinator's offset store);
- *   4. markers: appended durably to the partitions this broker leads, and queued durably for the leaders
+ *   5. markers: appended durably to the partitions this broker leads, and queued durably for the leaders
  *      of the others (storage/marker-queue.ts, one file per transaction and broker);
- *   5. Prepare* -> Complete* is persisted;
- *   6. the answer.
- * Every step is idempotent. A step that fails retriably leaves the entry in Prepare* (the decision is
- * durable, so EndTxn is answered NONE, as Apache answers once its PrepareCommit is written); requests about
- * the id meanwhile get CONCURRENT_TRANSACTIONS, and the reconcile pass (every 10 s) drives it on. A FatalError
- * (a failed fsync) is never caught: the process exits and start-up recovery finishes the work.
+ *   6. Prepare* -> Complete* is persisted.
+ * Steps 3-6 run after the answer but still under the id's lock, so the producer's next request about the id
+ * (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, InitProducerId, a retried EndTxn) is held until the
+ * transaction is complete and then answered on the completed entry, instead of CONCURRENT_TRANSACTIONS and a
+ * client back-off. The hold is bounded (`completionHoldMaxMs`): past it the request is answered
+ * CONCURRENT_TRANSACTIONS. read_committed consumers see nothing before the markers are durable.
+ * Every step is idempotent. A step that fails retriably leaves the entry in Prepare*; requests about the id
+ * meanwhile try to finish it first and get CONCURRENT_TRANSACTIONS if they cannot, and the reconcile pass
+ * (every 10 s) drives it on. A FatalError (a failed fsync) is never caught: the process exits and start-up
+ * recovery finishes the work.
  *
  * Start-up: every slot is loaded (a corrupt slot fails the start), and the entries found in Prepare* are
  * driven to completion before any transactional request is answered (COORDINATOR_LOAD_IN_PROGRESS until
@@ -132,12 +137,32 @@ export interface TxnCoordinatorOptions {
   /** Run the reaper, reconcile and expiry timers (tests call the passes themselves). */
   timers?: boolean;
   /**
-   * Test hook, never set in production: called once an EndTxn decision (Prepare*) is durable and before any
-   * of its effects (fence, offsets, markers, Complete*). main.ts sets it from BUNKA_TEST_CRASH_AFTER_PREPARE=1
-   * to SIGKILL the process there, so a crash test lands in that window deterministically.
+   * How long a request about a transactional id waits for the previous request's work on it (typically an
+   * answered EndTxn's markers and Complete*) before it is answered CONCURRENT_TRANSACTIONS. Default
+   * TXN_COMPLETION_HOLD_MAX_MS.
+   */
+  completionHoldMaxMs?: number;
+  /**
+   * Test hook, never set in production: called once an EndTxn decision (Prepare*) is durable and before it
+   * is answered or any of its effects run. main.ts sets it from BUNKA_TEST_CRASH_AFTER_PREPARE=1 to SIGKILL
+   * the process there, so a crash test lands in that window deterministically.
    */
   afterPrepareDurable?: (transactionalId: string) => void;
+  /**
+   * Test hook, never set in production: awaited after an EndTxn decision is answered and before its effects
+   * (fence, offsets, markers, Complete*). main.ts sets it from BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER=1 to a
+   * promise that never settles for the first decision, so that a test can SIGKILL the process once the
+   * client has reported the answer, with the decision durable and no marker written.
+   */
+  afterEndTxnAnswered?: (transactionalId: string) => Promise<void>;
 }
+
+/**
+ * The default bound on how long a request about a transactional id is held while the id's previous work
+ * (an answered EndTxn's markers and Complete*, a few fsyncs) finishes. Well under the clients' request
+ * timeouts (30 s and more), far above a healthy completion (milliseconds).
+ */
+export const TXN_COMPLETION_HOLD_MAX_MS = 5_000;
 
 /**
  * The steps of an answered EndTxn, in order (docs/architecture.md, "Transactions and idempotence"): `prepare`
@@ -250,6 +275,7 @@ export class TxnCoordinator {
   private readonly passes = new Set<Promise<unknown>>();
   private readonly coordinatorEpoch: number;
   private readonly expirationMs: number;
+  private readonly holdMaxMs: number;
 
   readonly verifier: TransactionVerifier = {
     verifyBatch: (producerId, producerEpoch, topic, partition) => {
@@ -264,6 +290,7 @@ export class TxnCoordinator {
   constructor(private readonly deps: TxnCoordinatorDeps) {
     this.coordinatorEpoch = deps.options.coordinatorEpoch ?? DEFAULT_COORDINATOR_EPOCH;
     this.expirationMs = deps.options.transactionalIdExpirationMs ?? TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
+    this.holdMaxMs = deps.options.completionHoldMaxMs ?? TXN_COMPLETION_HOLD_MAX_MS;
   }
 
   // ---- life cycle ------------------------------------------------------------------------------
@@ -342,7 +369,7 @@ export class TxnCoordinator {
     for (const timer of this.timers) clearInterval(timer);
     await this.recovery?.catch(() => undefined);
     await Promise.all([...this.passes]).catch(() => undefined);
-    while (this.locks.size > 0) await Promise.all([...this.locks.values()]).catch(() => undefined);
+    await this.settled();
     await this.deps.store.close();
   }
 
@@ -375,7 +402,7 @@ export class TxnCoordinator {
     const gated = this.gate(request.transactionalId);
     if (gated !== undefined) return refused(gated);
     const id = request.transactionalId;
-    return this.locked(id, async () => {
+    return this.held(id, () => refused(ErrorCode.CONCURRENT_TRANSACTIONS), async () => {
       // Under the id's lock nothing else changes the entry, so what needsNewProducerId saw is what the
       // decision sees; a new producer id is reserved (durably, asynchronously) before the synchronous update.
       await this.retryUnfinished(id);
@@ -413,7 +440,7 @@ export class TxnCoordinator {
     if (request.transactionalId.length === 0) return ErrorCode.INVALID_REQUEST;
     const gated = this.gate(request.transactionalId);
     if (gated !== undefined) return gated;
-    return this.locked(request.transactionalId, async () => {
+    return this.held(request.transactionalId, () => ErrorCode.CONCURRENT_TRANSACTIONS, async () => {
       await this.retryUnfinished(request.transactionalId);
       const decision = await this.persist(request.transactionalId, (entry) => addPartitions(entry, request, this.now()));
       return decision.errorCode;
@@ -434,7 +461,7 @@ export class TxnCoordinator {
     if (request.transactionalId.length === 0) return ErrorCode.INVALID_REQUEST;
     const gated = this.gate(request.transactionalId);
     if (gated !== undefined) return gated;
-    return this.locked(request.transactionalId, async () => {
+    return this.held(request.transactionalId, () => ErrorCode.CONCURRENT_TRANSACTIONS, async () => {
       await this.retryUnfinished(request.transactionalId);
       const decision = await this.persist(request.transactionalId, (entry) => addOffsets(entry, request, this.now()));
       return decision.errorCode;
@@ -442,23 +469,34 @@ export class TxnCoordinator {
   }
 
   /**
-   * EndTxn: the decision durable in Prepare*, then its effects and Complete*, then the answer. The producer
-   * id and epoch of the answer (EndTxn v5+ only) are the entry's on success, -1 otherwise.
+   * EndTxn: answered once the decision (Prepare*) is durable; its effects and Complete* follow under the id's
+   * lock, so the producer's next request about the id waits for them (see `held`). The producer id and epoch
+   * of the answer (EndTxn v5+ only) are the entry's on success, -1 otherwise. A FatalError before the answer
+   * rejects the request; after it, it goes where background failures go (the process exits).
    */
-  async endTxn(request: EndTxnInput): Promise<ProducerIdAndEpochAnswer> {
+  endTxn(request: EndTxnInput): Promise<ProducerIdAndEpochAnswer> {
     const refused = (errorCode: number): ProducerIdAndEpochAnswer => ({ errorCode, producerId: NO_PRODUCER_ID, producerEpoch: NO_PRODUCER_EPOCH });
-    if (request.transactionalId.length === 0) return refused(ErrorCode.INVALID_REQUEST);
+    if (request.transactionalId.length === 0) return Promise.resolve(refused(ErrorCode.INVALID_REQUEST));
     const gated = this.gate(request.transactionalId);
-    if (gated !== undefined) return refused(gated);
+    if (gated !== undefined) return Promise.resolve(refused(gated));
     const id = request.transactionalId;
-    return this.locked(id, async () => {
-      const phases = this.phaseTimer();
-      await this.retryUnfinished(id);
-      const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
-      if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return refused(decision.errorCode);
-      if (decision.write) {
+    return new Promise<ProducerIdAndEpochAnswer>((resolve, reject) => {
+      let answered = false;
+      const answer = (result: ProducerIdAndEpochAnswer) => {
+        answered = true;
+        resolve(result);
+      };
+      const work = this.held(id, () => answer(refused(ErrorCode.CONCURRENT_TRANSACTIONS)), async () => {
+        const phases = this.phaseTimer();
+        await this.retryUnfinished(id);
+        const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
+        if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return answer(refused(decision.errorCode));
+        const decided = { errorCode: ErrorCode.NONE, producerId: decision.entry.producerId, producerEpoch: decision.entry.epoch };
+        if (!decision.write) return answer(decided);
         phases?.("prepare");
         if (isPrepare(decision.entry.state)) this.deps.options.afterPrepareDurable?.(id);
+        answer(decided);
+        await this.deps.options.afterEndTxnAnswered?.(id);
         const completed = await this.carryOut(id, decision, phases);
         if (!completed) {
           this.deps.log.warn("transaction decided but not completed yet; it is retried in the background", {
@@ -466,8 +504,8 @@ export class TxnCoordinator {
             state: decision.entry.state,
           });
         }
-      }
-      return { errorCode: ErrorCode.NONE, producerId: decision.entry.producerId, producerEpoch: decision.entry.epoch };
+      });
+      work.catch((error: unknown) => (answered ? this.background(error) : reject(error)));
     });
   }
 
@@ -483,7 +521,7 @@ export class TxnCoordinator {
     if (ref.transactionalId.length === 0) return { errorCode: ErrorCode.INVALID_REQUEST };
     if (this.closed) return { errorCode: ErrorCode.NOT_COORDINATOR };
     if (!this.ready) return { errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS };
-    return this.locked(ref.transactionalId, async () => {
+    return this.held<{ errorCode: number; value?: T }>(ref.transactionalId, () => ({ errorCode: ErrorCode.CONCURRENT_TRANSACTIONS }), async () => {
       const entry = await this.deps.store.get(ref.transactionalId);
       const errorCode = verifyGroup(entry, ref, groupId);
       if (errorCode !== ErrorCode.NONE) return { errorCode };
@@ -671,6 +709,18 @@ export class TxnCoordinator {
     return removed;
   }
 
+  /**
+   * Resolves once the work in flight on `transactionalId` (on every id when absent) is done, including an
+   * answered EndTxn's markers and Complete* (tests, shutdown).
+   */
+  async settled(transactionalId?: string): Promise<void> {
+    for (;;) {
+      const pending = transactionalId === undefined ? [...this.locks.values()] : [this.locks.get(transactionalId)].filter((p) => p !== undefined);
+      if (pending.length === 0) return;
+      await Promise.all(pending);
+    }
+  }
+
   /** Ids whose decision is made and not yet completed (tests, introspection). */
   unfinishedIds(): string[] {
     return [...this.unfinished].sort();
@@ -699,18 +749,37 @@ export class TxnCoordinator {
   }
 
   /** Runs `fn` after every earlier call for the same id has finished. */
-  private async locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(id) ?? Promise.resolve();
+  private locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    return this.lockedWithin(id, undefined, fn);
+  }
+
+  /**
+   * `locked`, for a client's request: the request is held while earlier work on the id (typically an
+   * answered EndTxn's markers and Complete*) finishes, for at most `completionHoldMaxMs`; past that,
+   * `onTimeout` answers instead and `fn` never runs (the work after it still waits its turn).
+   */
+  private held<T>(id: string, onTimeout: () => T, fn: () => Promise<T>): Promise<T> {
+    return this.lockedWithin(id, { maxWaitMs: this.holdMaxMs, onTimeout }, fn);
+  }
+
+  private async lockedWithin<T>(id: string, hold: { maxWaitMs: number; onTimeout: () => T } | undefined, fn: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(id);
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
-    const tail = previous.then(() => mine);
+    const tail = (previous ?? Promise.resolve()).then(() => mine);
     this.locks.set(id, tail);
-    await previous;
+    // The id is free once the tail settles: after `fn`, or after the earlier work when this call gave up.
+    void tail.then(() => {
+      if (this.locks.get(id) === tail) this.locks.delete(id);
+    });
     try {
+      if (previous !== undefined) {
+        if (hold === undefined) await previous;
+        else if (!(await settlesWithin(previous, hold.maxWaitMs))) return hold.onTimeout();
+      }
       return await fn();
     } finally {
       release();
-      if (this.locks.get(id) === tail) this.locks.delete(id);
     }
   }
 
@@ -906,6 +975,17 @@ export function verifyGroup(entry: TxnEntry | undefined, ref: ProducerRef, group
   if (isPrepare(entry.state)) return ErrorCode.CONCURRENT_TRANSACTIONS;
   if (entry.state !== "Ongoing" || !entry.groups.includes(groupId)) return ErrorCode.TRANSACTION_ABORTABLE;
   return ErrorCode.NONE;
+}
+
+/** Whether `promise` (one that never rejects) settles within `ms` milliseconds. */
+async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([promise.then(() => true), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** One decision of one transaction: what `markersDone` records progress for. */

@@ -78,9 +78,25 @@ async function addOffsets(p: Pick<Producer, "transactionalId" | "producerId" | "
   return res.errorCode;
 }
 
+/**
+ * EndTxn; on NONE, also waits until the transaction is complete: the broker answers once the decision is
+ * durable and writes the markers after (as Apache does), and these tests look at the markers next.
+ */
 async function endTxn(p: Pick<Producer, "transactionalId" | "producerId" | "producerEpoch">, committed: boolean, version = 3): Promise<number> {
   const res = await client.request(K.EndTxn, version, { transactionalId: p.transactionalId, producerId: p.producerId, producerEpoch: p.producerEpoch, committed });
+  if (res.errorCode === ErrorCode.NONE) await untilComplete(p.transactionalId);
   return res.errorCode;
+}
+
+/** Waits until the id's decided transaction (Prepare*) is complete. */
+async function untilComplete(transactionalId: string, timeoutMs = 5000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const state = (await describe1(transactionalId)).transactionState;
+    if (state !== "PrepareCommit" && state !== "PrepareAbort") return;
+    if (performance.now() > deadline) throw new Error(`${transactionalId} still ${state} after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
 }
 
 /** A transactional batch of `values` from `p` to topic-partition; the partition's answer. */

@@ -15,7 +15,9 @@
  *      leaders (marker_queue). Every one of these steps is idempotent, so a crash anywhere is repaired by
  *      doing them again from an entry found in Prepare* (`entriesInPrepare` at start-up).
  *   5. `effects.completeAfterMarkers`: run `completeTxn` and persist its entry (Prepare* -> Complete*).
- *   6. Answer `errorCode` (rewritten for old request versions by `rewriteForVersion`).
+ *   6. Answer `errorCode` (rewritten for old request versions by `rewriteForVersion`). An EndTxn decision
+ *      (Prepare*) is answered right after step 1, as Apache answers once PrepareCommit is in its log; steps
+ *      2-5 follow, and the caller holds the id's next requests until they are done.
  * A decision with `write: false` has no effects: it is answered at once (after the store has made durable
  * whatever state the decision read, see the store's update).
  *
@@ -23,8 +25,6 @@
  * handleVerifyPartitionsInTransaction, endTransaction for transaction version 1, abortTimedOutTransactions)
  * and TransactionMetadata (prepareIncrementProducerEpoch, prepareProducerIdRotation,
  * prepareFenceProducerEpoch) are the reference for every answer here. Where bunka differs, it says so:
- * - EndTxn is answered after Complete* is durable, not after Prepare* (docs/architecture.md, "Transactions and
- *   idempotence");
  * - AddOffsetsToTxn records the group itself instead of the group's __consumer_offsets partition;
  * - Apache crashes (IllegalStateException) on an InitProducerId retry at an exhausted epoch, and on entries
  *   in Dead or PrepareEpochFence; bunka answers the retry properly, and those states are never stored.
@@ -411,7 +411,8 @@ export interface EndTxnInput extends ProducerRef {
  * transaction's partitions and groups, with the effects that finish it (offsets committed or discarded,
  * markers, then `completeTxn`). A retry finds:
  * - the matching Complete*: NONE, nothing written (the transaction is already done);
- * - the matching Prepare*: CONCURRENT_TRANSACTIONS (retriable: the markers are still being written);
+ * - the matching Prepare*: CONCURRENT_TRANSACTIONS (retriable: the markers are still being written; the
+ *   caller only gets here when holding the retry until the completion did not help);
  * - the opposite direction (in Prepare* or Complete*), or Empty: INVALID_TXN_STATE.
  * Unknown id or another producer id: INVALID_PRODUCER_ID_MAPPING; another epoch: PRODUCER_FENCED (a client
  * must use exactly the current epoch, Apache's isFromClient rule).

@@ -12,6 +12,7 @@ import { slotOf } from "../../../src/cluster/ownership.ts";
 import type { MarkerSpec, MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
 import { TxnCoordinator, verifyGroup, type EndTxnPhase, type TxnObserver, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
 import type { FileHandle, OpenMode } from "../../../src/platform/fs.ts";
+import { FatalError } from "../../../src/errors/errors.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { FenceLogWriter, fenceLogPath, readFenceLog } from "../../../src/storage/fence-log.ts";
@@ -88,7 +89,16 @@ interface Harness {
 }
 
 async function setup(
-  opts: { fs?: MemoryFs; clock?: ManualClock; ownership?: FakeOwnership; beforeWrite?: FakePartitions["beforeWrite"]; ready?: boolean; observer?: TxnObserver } = {},
+  opts: {
+    fs?: MemoryFs;
+    clock?: ManualClock;
+    ownership?: FakeOwnership;
+    beforeWrite?: FakePartitions["beforeWrite"];
+    ready?: boolean;
+    observer?: TxnObserver;
+    completionHoldMaxMs?: number;
+    onFatal?: (error: FatalError) => void;
+  } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
   const clock = opts.clock ?? new ManualClock();
@@ -116,8 +126,9 @@ async function setup(
     },
     clock,
     log: silentLogger,
-    options: { transactionMaxTimeoutMs: 900_000, timers: false },
+    options: { transactionMaxTimeoutMs: 900_000, timers: false, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }) },
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
+    ...(opts.onFatal === undefined ? {} : { onFatal: opts.onFatal }),
   });
   await coordinator.start();
   if (opts.ready !== false) await coordinator.whenReady();
@@ -137,20 +148,28 @@ function ref(transactionalId: string, p: { producerId: number; producerEpoch: nu
 const orders = (...partitions: number[]) => [{ topic: "orders", partitions }];
 
 describe("commit and abort", () => {
-  test("EndTxn(commit): Prepare durable first, then offsets, self-led markers, peer-led queue, Complete, answer", async () => {
+  test("EndTxn(commit): answered once Prepare is durable, then offsets, self-led markers, peer-led queue, Complete", async () => {
     const h = await setup();
     h.ownership.leaders.set("orders-1", 1); // led by a peer
     const p = await init(h, "tx");
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) })).toBe(ErrorCode.NONE);
     expect(await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" })).toBe(ErrorCode.NONE);
     const seenAtMarker: string[] = [];
+    let releaseMarker!: () => void;
+    const markerHeld = new Promise<void>((resolve) => (releaseMarker = resolve));
     h.partitions.beforeWrite = async () => {
-      // What the store has made durable when the first marker is written.
+      // What the store has made durable when the first marker is written; the marker waits for the test.
       seenAtMarker.push((await h.store.get("tx"))!.state);
+      await markerHeld;
     };
     h.events.length = 0;
+    // The answer comes while the marker cannot be written: it does not wait for the markers or Complete*.
     const answer = await h.coordinator.endTxn({ ...ref("tx", p), commit: true });
     expect(answer).toEqual({ errorCode: ErrorCode.NONE, producerId: p.producerId, producerEpoch: p.producerEpoch });
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    expect(h.partitions.written).toEqual([]);
+    releaseMarker();
+    await h.coordinator.settled("tx");
     expect(seenAtMarker).toEqual(["PrepareCommit"]);
     expect(h.events).toEqual([
       `offsets commit g ${p.producerId}`,
@@ -183,6 +202,7 @@ describe("commit and abort", () => {
       expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: t.partitions })).toBe(ErrorCode.NONE);
       expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: t.commit })).errorCode).toBe(ErrorCode.NONE);
     }
+    await h.coordinator.settled();
     const queued = await Promise.all((await h.queue.list(1)).map((path) => h.queue.read(path)));
     expect(queued.map((m) => ({ result: m?.result, partitions: m?.partitions, epoch: m?.producerEpoch }))).toEqual([
       { result: "commit", partitions: orders(1, 2), epoch: p.producerEpoch },
@@ -198,6 +218,7 @@ describe("commit and abort", () => {
     await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
     h.events.length = 0;
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: false })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
     expect(h.events).toEqual([`offsets discard g ${p.producerId}`, `marker orders-2 abort epoch=${p.producerEpoch}`]);
     // A retry in the same direction is answered NONE without a second marker; the other direction is refused.
     h.events.length = 0;
@@ -212,6 +233,7 @@ describe("commit and abort", () => {
     await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
     h.events.length = 0;
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
     expect(h.events).toEqual([`offsets commit g ${p.producerId}`]);
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
   });
@@ -266,7 +288,107 @@ describe("commit and abort", () => {
     h.partitions.failures.set("orders-0", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
     h.partitions.failures.set("orders-1", ErrorCode.INVALID_PRODUCER_EPOCH);
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+});
+
+/** A marker side whose writes wait until `release()`; `started` resolves when the first one is waiting. */
+function holdMarkers(h: Harness): { started: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let started!: () => void;
+  const startedP = new Promise<void>((resolve) => (started = resolve));
+  h.partitions.beforeWrite = async () => {
+    started();
+    await held;
+  };
+  return { started: startedP, release };
+}
+
+/** Turns of the event loop (no timers), to show that something did not happen meanwhile. */
+async function turns(n = 20): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe("requests held while an answered EndTxn completes", () => {
+  test("the producer's next AddPartitionsToTxn waits for Complete*, then starts the next transaction", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    const markers = holdMarkers(h);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await markers.started;
+    let added: number | undefined;
+    const adding = h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) }).then((code) => (added = code));
+    await turns();
+    expect(added).toBeUndefined();
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    markers.release();
+    await adding;
+    expect(added).toBe(ErrorCode.NONE);
+    const entry = await h.store.get("tx");
+    expect(entry?.state).toBe("Ongoing");
+    expect(entry?.partitions).toEqual(orders(1));
+    expect(h.partitions.written.map((w) => `${w.topic}-${w.partition}`)).toEqual(["orders-0"]);
+  });
+
+  test("a retried EndTxn, AddOffsetsToTxn, TxnOffsetCommit and InitProducerId are held and answered on the completed entry", async () => {
+    const h = await setup();
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    const markers = holdMarkers(h);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await markers.started;
+    const retried = h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    const offsets = h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    const staged = h.coordinator.withVerifiedGroup(ref("tx", p), "g", async () => "staged");
+    const rejoined = h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: p.producerId, producerEpoch: p.producerEpoch });
+    await turns();
+    markers.release();
+    expect((await retried).errorCode).toBe(ErrorCode.NONE);
+    expect(await offsets).toBe(ErrorCode.NONE);
+    expect(await staged).toEqual({ errorCode: ErrorCode.NONE, value: "staged" });
+    // The rejoin came last: it fences the transaction the AddOffsetsToTxn opened (CONCURRENT_TRANSACTIONS).
+    expect((await rejoined).errorCode).toBe(ErrorCode.CONCURRENT_TRANSACTIONS);
+    await h.coordinator.settled();
+    expect((await h.store.get("tx"))?.state).toBe("CompleteAbort");
+  });
+
+  test("past the hold bound each request is answered CONCURRENT_TRANSACTIONS, and the completion still lands", async () => {
+    const h = await setup({ completionHoldMaxMs: 20 });
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    const markers = holdMarkers(h);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await markers.started;
+    const { CONCURRENT_TRANSACTIONS } = ErrorCode;
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(CONCURRENT_TRANSACTIONS);
+    expect(await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" })).toBe(CONCURRENT_TRANSACTIONS);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(CONCURRENT_TRANSACTIONS);
+    expect(await h.coordinator.withVerifiedGroup(ref("tx", p), "g", async () => "staged")).toEqual({ errorCode: CONCURRENT_TRANSACTIONS });
+    const rejoin = await h.coordinator.initProducerId({ transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 });
+    expect(rejoin.errorCode).toBe(CONCURRENT_TRANSACTIONS);
+    // Nothing the refused requests asked for happened; the completion goes on once the marker is written.
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    markers.release();
+    await h.coordinator.settled();
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NONE);
+  });
+
+  test("a FatalError after the answer goes to onFatal, not to the answered request", async () => {
+    const fatal: FatalError[] = [];
+    const h = await setup({ onFatal: (error) => fatal.push(error) });
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    h.partitions.beforeWrite = () => {
+      throw new FatalError("fsync failed");
+    };
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
+    expect(fatal.map((e) => e.message)).toEqual(["fsync failed"]);
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
   });
 });
 
@@ -305,6 +427,7 @@ describe("EndTxn phase timing", () => {
     h.offsets.before = () => h.clock.advance(3);
     h.partitions.beforeWrite = () => h.clock.advance(5);
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
     expect(observer.seen).toEqual([
       ["prepare", 2],
       ["offsets", 3],
@@ -319,6 +442,7 @@ describe("EndTxn phase timing", () => {
     const p = await init(h, "tx");
     await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
     expect(observer.seen.map(([phase]) => phase)).toEqual(["prepare", "offsets", "complete"]);
     observer.seen.length = 0;
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
@@ -490,6 +614,7 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
       duringMarkers.push(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0));
     };
     await h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    await h.coordinator.settled();
     expect(duringMarkers).toEqual(["deciding"]);
     expect(v.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("not-in-transaction");
     // Rebuilt from the store at start-up.
@@ -516,6 +641,7 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
     expect(h.coordinator.verifier.verifyBatch(second.producerId, second.producerEpoch, "orders", 1)).toBe("in-transaction");
     expect(h.coordinator.verifier.verifyBatch(first.producerId, first.producerEpoch, "orders", 1)).toBe("fenced");
     await h.coordinator.endTxn({ ...ref("tx", second), commit: false });
+    await h.coordinator.settled();
     // Expired after 7 idle days: the producer id is nobody's any more. (The clock stood still through the
     // transitions above, whose stamps run a few milliseconds ahead of it.)
     h.clock.advance(7 * DAY_MS + 60_000);
