@@ -172,6 +172,9 @@ export const TXN_COMPLETION_HOLD_MAX_MS = 5_000;
  */
 export type EndTxnPhase = "prepare" | "offsets" | "markers" | "complete";
 
+/** Reports an EndTxn phase, timed from `sinceMs` or from the end of the previous phase. */
+type PhaseTimer = ((phase: EndTxnPhase, sinceMs?: number) => void) & { nowMs(): number };
+
 /** Told how long each step of every EndTxn that wrote a decision took (for /metrics). */
 export interface TxnObserver {
   onEndTxnPhase(phase: EndTxnPhase, durationMs: number): void;
@@ -269,6 +272,8 @@ export class TxnCoordinator {
    * written again, which is harmless.
    */
   private readonly markersDone = new Map<string, { key: string; partitions: Set<string> }>();
+  /** Complete* writes applied in memory and not yet durable, by id (see `complete`). */
+  private readonly completing = new Map<string, Promise<void>>();
   private recovery: Promise<void> | undefined;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   /** The background passes in flight, by timer. */
@@ -406,6 +411,7 @@ export class TxnCoordinator {
       // Under the id's lock nothing else changes the entry, so what needsNewProducerId saw is what the
       // decision sees; a new producer id is reserved (durably, asynchronously) before the synchronous update.
       await this.retryUnfinished(id);
+      await this.completionDurable(id);
       const current = await this.deps.store.get(id);
       let reserved: number | undefined;
       if (needsNewProducerId(current, request, limits, this.now())) {
@@ -497,7 +503,7 @@ export class TxnCoordinator {
         if (isPrepare(decision.entry.state)) this.deps.options.afterPrepareDurable?.(id);
         answer(decided);
         await this.deps.options.afterEndTxnAnswered?.(id);
-        const completed = await this.carryOut(id, decision, phases);
+        const completed = await this.carryOut(id, decision, phases, true);
         if (!completed) {
           this.deps.log.warn("transaction decided but not completed yet; it is retried in the background", {
             transactionalId: id,
@@ -522,6 +528,7 @@ export class TxnCoordinator {
     if (this.closed) return { errorCode: ErrorCode.NOT_COORDINATOR };
     if (!this.ready) return { errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS };
     return this.held<{ errorCode: number; value?: T }>(ref.transactionalId, () => ({ errorCode: ErrorCode.CONCURRENT_TRANSACTIONS }), async () => {
+      await this.completionDurable(ref.transactionalId);
       const entry = await this.deps.store.get(ref.transactionalId);
       const errorCode = verifyGroup(entry, ref, groupId);
       if (errorCode !== ErrorCode.NONE) return { errorCode };
@@ -715,7 +722,10 @@ export class TxnCoordinator {
    */
   async settled(transactionalId?: string): Promise<void> {
     for (;;) {
-      const pending = transactionalId === undefined ? [...this.locks.values()] : [this.locks.get(transactionalId)].filter((p) => p !== undefined);
+      const pending =
+        transactionalId === undefined
+          ? [...this.locks.values(), ...this.completing.values()]
+          : [this.locks.get(transactionalId), this.completing.get(transactionalId)].filter((p) => p !== undefined);
       if (pending.length === 0) return;
       await Promise.all(pending);
     }
@@ -729,19 +739,21 @@ export class TxnCoordinator {
   // ---- internals -------------------------------------------------------------------------------
 
   /**
-   * With an observer: a function that reports each phase's duration, measured from the previous call (the
-   * first from now) on the monotonic clock.
+   * With an observer: a function that reports a phase's duration, measured on the monotonic clock from
+   * `sinceMs` (default: the end of the previous phase reported, or the timer's creation for the first).
    */
-  private phaseTimer(): ((phase: EndTxnPhase) => void) | undefined {
+  private phaseTimer(): PhaseTimer | undefined {
     const observer = this.deps.observer;
     if (observer === undefined) return undefined;
     const clock = this.deps.clock;
-    let sinceMs = clock.monotonicMs();
-    return (phase) => {
+    let lastMs = clock.monotonicMs();
+    const timer = (phase: EndTxnPhase, sinceMs = lastMs) => {
       const nowMs = clock.monotonicMs();
       observer.onEndTxnPhase(phase, nowMs - sinceMs);
-      sinceMs = nowMs;
+      lastMs = nowMs;
     };
+    timer.nowMs = () => clock.monotonicMs();
+    return timer;
   }
 
   private now(): number {
@@ -837,6 +849,8 @@ export class TxnCoordinator {
 
   /** Finishes the id's entry if it is in Prepare* (start-up recovery, the reconcile pass). */
   private async finish(id: string): Promise<boolean> {
+    await this.completionDurable(id);
+    if (!this.unfinished.has(id)) return true;
     const entry = await this.deps.store.get(id);
     if (entry === undefined) return true;
     const effects = recoveryEffects(entry, this.coordinatorEpoch);
@@ -851,32 +865,103 @@ export class TxnCoordinator {
    * Carries out a durable decision's effects, in order: fence, offsets, markers, then Complete*. Returns
    * whether everything it asked for is done (false: the entry stays in Prepare* for the reconcile pass).
    */
-  private async carryOut(id: string, decision: TxnDecision, phases?: (phase: EndTxnPhase) => void): Promise<boolean> {
+  private async carryOut(id: string, decision: TxnDecision, phases?: PhaseTimer, releaseBeforeDurable = false): Promise<boolean> {
     const { effects, entry } = decision;
     try {
       if (effects.fence !== undefined) await this.fence(effects.fence);
-      if (effects.offsets !== undefined) {
+      // The offsets and the markers are independent (Apache writes the group's offset marker beside the
+      // data partitions' markers), so their waits for the disk overlap.
+      const startMs = phases?.nowMs();
+      const offsetsDone = (async () => {
+        if (effects.offsets === undefined) return;
         const { action, producerId, groups } = effects.offsets;
         await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit")));
-        phases?.("offsets");
-      }
-      const markersDone = effects.markers === undefined ? true : await this.writeMarkers(id, effects.markers);
-      if (effects.markers !== undefined) phases?.("markers");
+        phases?.("offsets", startMs);
+      })();
+      const markersDone = (async () => {
+        if (effects.markers === undefined) return true;
+        const done = await this.writeMarkers(id, effects.markers);
+        phases?.("markers", startMs);
+        return done;
+      })();
+      const [, markersWritten] = await Promise.all([offsetsDone, markersDone]);
       if (!effects.completeAfterMarkers) return true;
-      if (!markersDone || entry === undefined) return false;
+      if (!markersWritten || entry === undefined) return false;
       const expected = { producerId: entry.producerId, producerEpoch: entry.epoch, result: entry.state === "PrepareCommit" ? ("commit" as const) : ("abort" as const) };
-      const completed = await this.persist(id, (current) => completeTxn(current, this.now(), expected));
+      const completed = await this.complete(id, expected, phases, releaseBeforeDurable);
       if (completed.errorCode !== ErrorCode.NONE) {
         this.deps.log.warn("completing a transaction was refused", { transactionalId: id, errorCode: completed.errorCode });
         return false;
       }
-      phases?.("complete");
       return true;
     } catch (error) {
       if (error instanceof FatalError) throw error;
       this.deps.log.warn("finishing a transaction failed; it is retried in the background", { transactionalId: id, error: String(error) });
       return false;
     }
+  }
+
+  /**
+   * Prepare* -> Complete*. With `releaseBeforeDurable` (an answered EndTxn), resolved as soon as the store
+   * has applied it in memory: the id's lock is then released while the write is still in flight, so the
+   * producer's next request about the id (held until now) lands in the same journal write as Complete* and
+   * shares its fsync. That request's answer waits for its own write, which is durable only with Complete*
+   * before it. Reads of durable state about the id wait for the write first (`completionDurable`). If the
+   * write fails, the store rolls back Complete* and everything after it; the entry is tracked in Prepare*
+   * again, and the reconcile pass finishes it. Without it, resolved once the write is durable (STORE_FAILED
+   * when it failed).
+   */
+  private async complete(
+    id: string,
+    expected: { producerId: number; producerEpoch: number; result: "commit" | "abort" },
+    phases: PhaseTimer | undefined,
+    releaseBeforeDurable: boolean,
+  ): Promise<TxnDecision> {
+    let applied!: (decision: TxnDecision) => void;
+    const decided = new Promise<TxnDecision>((resolve) => (applied = resolve));
+    const write = this.deps.store.update(id, (entry) => {
+      const decision = completeTxn(entry, this.now(), expected);
+      if (decision.reason !== undefined) this.deps.log.error("a transaction transition was refused", { transactionalId: id, reason: decision.reason });
+      applied(decision);
+      return decision.write ? decision.entry : entry;
+    }, { deferWrite: releaseBeforeDurable });
+    // The store applies the function synchronously once the slot is loaded; a failure before that rejects.
+    const decision = await Promise.race([decided, write.then(() => decided)]);
+    if (!decision.write) {
+      await write;
+      return decision;
+    }
+    this.track(id, decision.entry);
+    if (!releaseBeforeDurable) {
+      try {
+        await write;
+      } catch (error) {
+        if (error instanceof FatalError) throw error;
+        this.deps.log.warn("a transaction state write failed", { transactionalId: id, error: String(error) });
+        this.track(id, await this.deps.store.get(id).catch(() => undefined));
+        return STORE_FAILED;
+      }
+      phases?.("complete");
+      return decision;
+    }
+    const durable = write.then(
+      () => phases?.("complete"),
+      async (error: unknown) => {
+        if (error instanceof FatalError) return this.background(error);
+        this.deps.log.warn("completing a transaction failed; it is retried in the background", { transactionalId: id, error: String(error) });
+        this.track(id, await this.deps.store.get(id).catch(() => undefined));
+      },
+    );
+    this.completing.set(id, durable);
+    void durable.then(() => {
+      if (this.completing.get(id) === durable) this.completing.delete(id);
+    });
+    return decision;
+  }
+
+  /** Resolves once the id's Complete* write in flight (if any) is durable or has failed. */
+  private async completionDurable(id: string): Promise<void> {
+    await this.completing.get(id);
   }
 
   private async fence(fence: FenceEffect): Promise<void> {

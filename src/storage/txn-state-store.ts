@@ -96,6 +96,14 @@ export function isTxnRejection(value: unknown): value is TxnRejection {
  */
 export type TxnUpdateFn = (current: TxnEntry | undefined) => TxnEntry | undefined | TxnRejection;
 
+export interface TxnUpdateOptions {
+  /**
+   * When this update starts the slot's writer, start it after the event loop's next turn rather than at
+   * once, so that updates made meanwhile (the requests its caller releases) share its write and fsync.
+   */
+  readonly deferWrite?: boolean;
+}
+
 export interface TxnStateStoreOptions {
   /** The slot of a transactional id: cluster/ownership.ts slotOf (fnv1a32 % 50), injected to keep the layers. */
   slotOf: (transactionalId: string) => number;
@@ -199,18 +207,18 @@ export class TxnStateStore {
    * Applies `fn` to the id's latest entry, in call order per slot, and resolves once the result is durable:
    * to the entry now stored (undefined when removed or absent), or to the rejection `fn` returned.
    */
-  async update(transactionalId: string, fn: TxnUpdateFn): Promise<TxnEntry | undefined | TxnRejection> {
+  async update(transactionalId: string, fn: TxnUpdateFn, options: TxnUpdateOptions = {}): Promise<TxnEntry | undefined | TxnRejection> {
     this.checkWritable();
     this.updatesInProgress += 1;
     try {
-      return await this.updateInSlot(transactionalId, fn);
+      return await this.updateInSlot(transactionalId, fn, options.deferWrite === true);
     } finally {
       this.updatesInProgress -= 1;
       if (this.updatesInProgress === 0) this.notifyUpdatesDone();
     }
   }
 
-  private async updateInSlot(transactionalId: string, fn: TxnUpdateFn): Promise<TxnEntry | undefined | TxnRejection> {
+  private async updateInSlot(transactionalId: string, fn: TxnUpdateFn, deferWrite: boolean): Promise<TxnEntry | undefined | TxnRejection> {
     const slot = this.slotFor(transactionalId);
     if (!slot.loaded || slot.queuedForLoad > 0) {
       // Callers that arrive while earlier ones still wait for the load queue behind them, so that every
@@ -236,7 +244,7 @@ export class TxnStateStore {
     if (next === undefined) slot.live.delete(transactionalId);
     else slot.live.set(transactionalId, next);
     slot.pending.set(transactionalId, next);
-    await this.untilDurable(slot);
+    await this.untilDurable(slot, deferWrite);
     return next;
   }
 
@@ -288,21 +296,23 @@ export class TxnStateStore {
   }
 
   /** Resolves once every change applied to the slot so far is durable (immediately if there is none). */
-  private untilDurable(slot: Slot): Promise<void> {
+  private untilDurable(slot: Slot, deferWrite = false): Promise<void> {
     // Nothing pending and no append in flight: everything applied is durable (a compaction may still be
     // running, but it adds no durability anyone waits for).
     if (slot.pending.size === 0 && !slot.appending) return Promise.resolve();
     const done = new Promise<void>((resolve, reject) => slot.waiters.push({ resolve, reject }));
-    this.startWriter(slot);
+    this.startWriter(slot, deferWrite);
     return done;
   }
 
-  private startWriter(slot: Slot): void {
+  private startWriter(slot: Slot, deferWrite: boolean): void {
     if (slot.writing) return;
     slot.writing = true;
     slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
-    // Started on a later turn, so that updates issued together share the first write too.
-    queueMicrotask(() => void this.writeLoop(slot));
+    // Started on a later turn, so that updates issued together share the first write too; a deferred one
+    // after the event loop's next turn, so that the updates its caller's continuation makes join it.
+    if (deferWrite) setImmediate(() => void this.writeLoop(slot));
+    else queueMicrotask(() => void this.writeLoop(slot));
   }
 
   private async writeLoop(slot: Slot): Promise<void> {

@@ -377,6 +377,32 @@ describe("requests held while an answered EndTxn completes", () => {
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NONE);
   });
 
+  test("the held request's write shares Complete*'s journal fsync", async () => {
+    const fs = new HookedFsyncFs();
+    const h = await setup({ fs });
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    const markers = holdMarkers(h);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await markers.started;
+    const adding = h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) });
+    await turns();
+    let fsyncs = 0;
+    fs.onFsync = () => (fsyncs += 1);
+    markers.release();
+    expect(await adding).toBe(ErrorCode.NONE);
+    await h.coordinator.settled();
+    // One journal line holds CompleteCommit and the next transaction's Ongoing: one fsync for both.
+    expect(fsyncs).toBe(1);
+    const journal = new TextDecoder().decode(await h.fs.readFile(`${DATA}/__cluster/txn_state/slot-${slotOf("tx")}.journal`)).trim().split("\n");
+    expect(journal.at(-1)).toContain("Ongoing");
+    expect(journal.at(-2)).toContain("PrepareCommit");
+    // After a restart the entry is the next transaction's, and the first one's markers are not written again.
+    const restarted = await setup({ fs: h.fs, clock: h.clock });
+    expect((await restarted.store.get("tx"))?.partitions).toEqual(orders(1));
+    expect(restarted.events).toEqual([]);
+  });
+
   test("a FatalError after the answer goes to onFatal, not to the answered request", async () => {
     const fatal: FatalError[] = [];
     const h = await setup({ onFatal: (error) => fatal.push(error) });
@@ -422,16 +448,21 @@ describe("EndTxn phase timing", () => {
     await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
     await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
     expect(observer.seen).toEqual([]);
-    // A journal fsync takes 2 ms, the offset hook 3 ms, each of the two markers 5 ms.
+    // A journal fsync takes 2 ms, the offset hook 3 ms, each of the two markers 5 ms. The offsets and the
+    // markers start together (the markers once the offsets are done here, so that the manual clock says
+    // which is which): both are timed from the answer.
     fs.onFsync = () => h.clock.advance(2);
     h.offsets.before = () => h.clock.advance(3);
-    h.partitions.beforeWrite = () => h.clock.advance(5);
+    h.partitions.beforeWrite = async () => {
+      await turns(5);
+      h.clock.advance(5);
+    };
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
     await h.coordinator.settled();
     expect(observer.seen).toEqual([
       ["prepare", 2],
       ["offsets", 3],
-      ["markers", 10],
+      ["markers", 13],
       ["complete", 2],
     ]);
   });

@@ -220,6 +220,22 @@ describe("one serial writer per slot, with group commit", () => {
     expect(fsyncsOf(fs, journal)).toBe(2);
   });
 
+  test("a deferred write waits one turn of the event loop: updates its caller's continuation makes share it", async () => {
+    for (const deferWrite of [true, false]) {
+      const fs = new MemoryFs();
+      const store = await open(fs);
+      const [a, b] = idsInSlot(5, 2, `defer-${deferWrite}`);
+      const journal = txnJournalPath(DATA, 5);
+      await store.update(a!, () => entry(a!));
+      const before = fsyncsOf(fs, journal);
+      // The second update is made a few microtasks later, as a released request makes it.
+      const first = store.update(a!, bumpEpoch, { deferWrite });
+      for (let i = 0; i < 10; i++) await Promise.resolve();
+      await Promise.all([first, store.update(b!, () => entry(b!))]);
+      expect([deferWrite, fsyncsOf(fs, journal) - before]).toEqual([deferWrite, deferWrite ? 1 : 2]);
+    }
+  });
+
   test("updates of one id apply in call order, each seeing the previous one's result", async () => {
     const store = await open(new MemoryFs());
     await store.update("a", () => entry("a", 0));
