@@ -18,6 +18,12 @@
  * proportional to the overlapping entries); an empty list when no records are returned. The consumer
  * drops those transactions' batches itself; control batches are returned as stored, as Apache does.
  * read_uncommitted reads up to the high watermark and gets a null list.
+ * The response is also kept within the room the connection's budget grants (the listener's bounds on
+ * response bytes held, docs/architecture.md, "Request path"): each partition's read reserves its limit
+ * first and gives back what it did not use, so pipelined fetches on one connection share the room instead
+ * of each building max_bytes. The first batch may still go past the grant when nothing else on the
+ * connection holds bytes, so a consumer always progresses; otherwise a fetch without room answers without
+ * records.
  * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
  * detection (the leader epoch is always 0), preferred read replicas, quotas.
  */
@@ -26,7 +32,7 @@ import { EMPTY_BYTES, ZERO_UUID } from "../protocol/codec-support.ts";
 import type { FetchRequest } from "../protocol/generated/fetch-request.ts";
 import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../protocol/generated/fetch-response.ts";
 import type { Partition } from "../storage/partition.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, ResponseBudget } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
 const READ_COMMITTED = 1;
@@ -77,13 +83,16 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // Resolve partitions once; a missing one is answered with its error and never waited for.
       const resolved = await Promise.all(wanted.map((w) => (w.topic === undefined ? undefined : partitions.get(w.topic, w.partition))));
 
+      const budget = ctx.connection.responseBudget;
       const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
-      let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
+      let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version, budget);
       // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
       while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
         const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
         if (!woke) break;
-        answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version);
+        // The answer read before is dropped, and so is its reservation.
+        budget?.adjust(-answers.bytes);
+        answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version, budget);
       }
 
       // Group per topic in request order, as the request named them.
@@ -119,6 +128,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     maxBytes: number,
     readCommitted: boolean,
     version: number,
+    budget: ResponseBudget | undefined,
   ): Promise<{ partitions: FetchResponse_PartitionDataInit[]; bytes: number; hasError: boolean }> {
     let remaining = maxBytes;
     let total = 0;
@@ -158,7 +168,14 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
         out.push(base);
         continue;
       }
-      const read = await log.read(w.fetchOffset, Math.max(0, limit), { minOneBatch: total === 0, upToOffset: upTo });
+      const granted = budget === undefined ? Math.max(0, limit) : budget.reserve(Math.max(0, limit));
+      const minOneBatch = total === 0 && (granted >= limit || budget!.mayExceed());
+      if (granted <= 0 && !minOneBatch) {
+        out.push(base);
+        continue;
+      }
+      const read = await log.read(w.fetchOffset, granted, { minOneBatch, upToOffset: upTo });
+      budget?.adjust((read.kind === "records" ? read.bytes.length : 0) - granted);
       if (read.kind === "offset-out-of-range") {
         out.push({ ...base, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE, logStartOffset: read.logStartOffset });
         hasError = true;

@@ -8,6 +8,21 @@ export interface ConnectionInfo {
   id: number;
   remoteAddress: string;
   close(): void;
+  /**
+   * The request's room in the listener's bounds on response bytes held (docs/architecture.md, "Request
+   * path"); absent when nothing bounds them (a test calling dispatch directly).
+   */
+  responseBudget?: ResponseBudget;
+}
+
+/** See net/kafka-listener.ts, which implements it: reserve before building a large response, adjust after. */
+export interface ResponseBudget {
+  /** Reserves up to `wantedBytes`; returns the bytes granted (0 when there is no room). */
+  reserve(wantedBytes: number): number;
+  /** Corrects the reservation by `deltaBytes` once the real size is known (negative gives room back). */
+  adjust(deltaBytes: number): void;
+  /** True when nothing else on the connection holds response bytes: one batch past the grant is allowed. */
+  mayExceed(): boolean;
 }
 
 export interface RequestContext {

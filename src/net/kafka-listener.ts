@@ -14,8 +14,21 @@
  * - Backpressure: Bun's `socket.write` is unbuffered — it returns how many bytes the kernel took and keeps
  *   nothing. The rest goes into a per-connection output queue that `drain` empties. While that queue is not
  *   empty, or while `maxInFlightPerConnection` requests are pending, the connection reads nothing
- *   (`socket.pause()`, resumed with `socket.resume()`) and dispatches nothing, so a client that does not
- *   read its responses cannot make the broker buffer without bound.
+ *   (`socket.pause()`, resumed with `socket.resume()`) and dispatches nothing.
+ * - Response bytes held: that alone bounds requests, not bytes (a hundred pipelined Fetches of 50 MiB each
+ *   are answered and held). So every connection counts the response bytes it holds: its queued output, the
+ *   finished responses waiting for their turn, and what requests being answered have reserved through
+ *   their `ResponseBudget` (Fetch reserves before it reads). A connection holding
+ *   `maxHeldResponseBytesPerConnection` or more dispatches nothing and reads nothing until it holds less.
+ *   Across connections, while the total passes `maxHeldResponseBytes`, only a connection holding less than
+ *   an equal share of that bound (the bound divided by the connections holding anything) may dispatch: the
+ *   connections holding the most stop first, and one holding nothing is always served, so a client that
+ *   reads its socket is never starved by one that does not. The budget grants a request room up to the
+ *   same limits; a request on a connection holding nothing else may go past its grant by one batch
+ *   (`mayExceed`), Kafka's rule that a fetch returns at least one batch so that a consumer progresses.
+ *   The broker-wide bound is therefore soft: it can be passed by such first batches and by equal shares
+ *   granted while it is passed. Bytes are counted as the protocol sends them (size prefix included), not as
+ *   the buffers that hold them.
  * - Idle connections (no byte in either direction for `idleTimeoutMs`, and no request being worked on) are
  *   closed, like Apache's connections.max.idle.ms.
  * - Each connection has its own state; whatever one connection does (garbage, oversize frames, never reading)
@@ -31,13 +44,42 @@
  */
 import type { Logger } from "../platform/logger.ts";
 
-/** What the dispatcher learns about the connection a frame came from. */
-export interface ConnectionInfo {
+/** Which connection: what a connection error is reported with. */
+export interface ConnectionIdentity {
   /** Unique per listener, increasing. */
   readonly id: number;
   readonly remoteAddress: string;
   /** Closes the connection now: in-flight requests on it are dropped unanswered. */
   close(): void;
+}
+
+/**
+ * What the dispatcher learns about the connection a frame came from. Each request gets its own object
+ * (same id, address and close) carrying that request's budget.
+ */
+export interface ConnectionInfo extends ConnectionIdentity {
+  /** Room for this request's response in the connection's and the broker's bounds (see the header). */
+  readonly responseBudget: ResponseBudget;
+}
+
+/**
+ * One request's share of the response-byte bounds, for a handler that builds a large response (Fetch):
+ * reserve before reading, adjust to what was read. What a request reserved is released when its response
+ * is handed over (the response's own size is counted from then on) or when the connection closes.
+ */
+export interface ResponseBudget {
+  /** Reserves up to `wantedBytes` for the response being built; returns the bytes granted (0 when full). */
+  reserve(wantedBytes: number): number;
+  /**
+   * Changes this request's reservation by `deltaBytes` once the real size is known: negative gives unused
+   * room back (never below 0), positive records bytes read past the grant (a first batch that may exceed).
+   */
+  adjust(deltaBytes: number): void;
+  /**
+   * True when nothing else on the connection holds response bytes: the request may then go past its grant
+   * by one batch, so that a consumer always progresses.
+   */
+  mayExceed(): boolean;
 }
 
 export type DispatchResult = Uint8Array | null;
@@ -63,12 +105,19 @@ export interface KafkaListenerOptions {
    * Told about a dispatch that threw or a socket error. The connection is closed either way; main.ts uses
    * this to turn a FatalError into a process exit. Defaults to logging a warning.
    */
-  onConnectionError?: (error: unknown, conn: ConnectionInfo) => void;
+  onConnectionError?: (error: unknown, conn: ConnectionIdentity) => void;
   log: Logger;
   /** New connections beyond this many are closed at once. Unbounded when absent. */
   maxConnections?: number;
   /** Requests dispatched but not yet answered on one connection before it stops reading. Default 100. */
   maxInFlightPerConnection?: number;
+  /**
+   * Response bytes one connection may hold (queued output, finished responses waiting for their turn,
+   * reservations) before it stops reading and dispatching. Default 100 MiB; 0 or less, or Infinity: no bound.
+   */
+  maxHeldResponseBytesPerConnection?: number;
+  /** The same across all connections, enforced by equal shares (see the header). Default 512 MiB; 0 or less: no bound. */
+  maxHeldResponseBytes?: number;
   /** How long close() waits for in-flight requests and unsent responses before cutting connections. Default 10 s. */
   closeTimeoutMs?: number;
 }
@@ -85,7 +134,19 @@ export interface KafkaListener {
   connectionCount(): number;
   /** A snapshot per open connection, for metrics and introspection (and for tests to observe backpressure). */
   connectionStats(): ConnectionStats[];
+  /** Response bytes all connections hold (the sum of their `heldResponseBytes`). */
+  heldResponseBytes(): number;
+  /** Connections not reading, by why (a connection closing is not counted). */
+  pausedConnections(): Record<PauseReason, number>;
 }
+
+/**
+ * Why a connection reads nothing: its output is stuck in the kernel's buffer (`output`), it has
+ * `maxInFlightPerConnection` requests pending (`in-flight`), it holds its bound of response bytes
+ * (`connection-bytes`), or the broker-wide bound is passed and it holds at least its share (`broker-bytes`).
+ */
+export type PauseReason = "output" | "in-flight" | "connection-bytes" | "broker-bytes";
+export const PAUSE_REASONS: readonly PauseReason[] = ["output", "in-flight", "connection-bytes", "broker-bytes"];
 
 export interface ConnectionStats {
   id: number;
@@ -94,11 +155,17 @@ export interface ConnectionStats {
   inFlight: number;
   /** Response bytes the kernel has not taken yet. */
   queuedOutputBytes: number;
+  /** Queued output, plus finished responses waiting for their turn, plus reservations of requests being answered. */
+  heldResponseBytes: number;
   /** True while the connection reads nothing (backpressure, the in-flight bound, or shutting down). */
   readingPaused: boolean;
+  /** Why, while it is paused for backpressure; undefined when reading or closing. */
+  pauseReason: PauseReason | undefined;
 }
 
 export const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION = 100;
+export const DEFAULT_MAX_HELD_RESPONSE_BYTES_PER_CONNECTION = 100 * 1024 * 1024;
+export const DEFAULT_MAX_HELD_RESPONSE_BYTES = 512 * 1024 * 1024;
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 /** Responses up to this size are copied behind their prefix so that they leave in one write. */
 export const COPY_THRESHOLD_BYTES = 64 * 1024;
@@ -204,17 +271,25 @@ type EntryState = "pending" | "done" | "failed";
 interface PendingEntry {
   state: EntryState;
   response: DispatchResult;
+  /** Bytes this entry adds to its connection's held bytes: its reservation while pending, then its response. */
+  heldBytes: number;
+  /** Taken off the queue unanswered (the connection is doomed or closed): it no longer counts. */
+  dropped: boolean;
 }
 
 interface ConnState {
-  readonly info: ConnectionInfo;
+  readonly info: ConnectionIdentity;
   readonly socket: Bun.Socket<ConnRef>;
   readonly frames: FrameAssembler;
   /** Dispatched requests in request order; answered from the head only. */
   readonly pending: PendingEntry[];
   /** Bytes that the kernel did not take yet, in order; the first may be a partly written view. */
   readonly output: Uint8Array[];
+  outputBytes: number;
+  /** outputBytes plus the heldBytes of the pending entries. */
+  heldBytes: number;
   paused: boolean;
+  pauseReason: PauseReason | undefined;
   /** No more requests are read or dispatched (a dispatch failed, or the listener is closing). */
   stopReading: boolean;
   /** End the socket once `output` is empty. */
@@ -240,13 +315,15 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   const idleTimeoutMs = opts.idleTimeoutMs;
   const onConnectionError =
     opts.onConnectionError ??
-    ((error: unknown, conn: ConnectionInfo) =>
+    ((error: unknown, conn: ConnectionIdentity) =>
       log.warn("closing connection after a failed request", {
         conn: conn.id,
         remote: conn.remoteAddress,
         error: describe(error),
       }));
   if (!(maxInFlight >= 1)) throw new RangeError("maxInFlightPerConnection must be at least 1");
+  const maxConnBytes = byteBound(opts.maxHeldResponseBytesPerConnection, DEFAULT_MAX_HELD_RESPONSE_BYTES_PER_CONNECTION);
+  const maxBrokerBytes = byteBound(opts.maxHeldResponseBytes, DEFAULT_MAX_HELD_RESPONSE_BYTES);
 
   /** The callback must not break the listener: what it throws is logged, and the connection still closes. */
   const report = (error: unknown, conn: ConnState) => {
@@ -262,18 +339,110 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   let closing = false;
   const now = () => performance.now();
 
+  // ---- response bytes held --------------------------------------------------------------------------------
+
+  let heldTotal = 0;
+  /** Connections holding more than 0 bytes: the equal share is the broker-wide bound divided by these. */
+  let holdingConnections = 0;
+  /** Connections paused by the broker-wide bound; looked at again when bytes are released. */
+  const waitingForShare = new Set<ConnState>();
+  let wakeScheduled = false;
+
+  function addHeld(conn: ConnState, deltaBytes: number): void {
+    if (deltaBytes === 0) return;
+    const before = conn.heldBytes;
+    conn.heldBytes = before + deltaBytes;
+    heldTotal += deltaBytes;
+    if (before === 0) holdingConnections++;
+    else if (conn.heldBytes === 0) holdingConnections--;
+    // Only a total back under the bound, or one connection fewer sharing it, can admit a waiting connection.
+    if (deltaBytes < 0 && waitingForShare.size > 0 && (heldTotal < maxBrokerBytes || conn.heldBytes === 0)) scheduleWake();
+  }
+
+  /** The broker-wide bound divided by the connections holding bytes, this one counted. */
+  function equalShare(conn: ConnState): number {
+    return maxBrokerBytes / (holdingConnections + (conn.heldBytes > 0 ? 0 : 1));
+  }
+
+  function admittedByBroker(conn: ConnState): boolean {
+    return heldTotal < maxBrokerBytes || conn.heldBytes < equalShare(conn);
+  }
+
+  /** Bytes a request on `conn` may still reserve: within the connection's bound and the broker's (or the connection's equal share of it). */
+  function roomFor(conn: ConnState): number {
+    const brokerRoom = Math.max(maxBrokerBytes - heldTotal, equalShare(conn) - conn.heldBytes);
+    return Math.max(0, Math.min(maxConnBytes - conn.heldBytes, brokerRoom));
+  }
+
+  function scheduleWake(): void {
+    if (wakeScheduled) return;
+    wakeScheduled = true;
+    queueMicrotask(() => {
+      wakeScheduled = false;
+      for (const conn of [...waitingForShare]) {
+        if (conn.closed || !admittedByBroker(conn)) continue;
+        waitingForShare.delete(conn);
+        pump(conn);
+      }
+    });
+  }
+
+  /** Whether a request's budget still counts: it is being answered on a live connection. */
+  const budgetLive = (conn: ConnState, entry: PendingEntry) => !conn.closed && !entry.dropped && entry.state === "pending";
+
+  function budgetFor(conn: ConnState, entry: PendingEntry): ResponseBudget {
+    return {
+      reserve(wantedBytes) {
+        if (!budgetLive(conn, entry) || !(wantedBytes > 0)) return 0;
+        const granted = Math.floor(Math.min(wantedBytes, roomFor(conn)));
+        entry.heldBytes += granted;
+        addHeld(conn, granted);
+        return granted;
+      },
+      adjust(deltaBytes) {
+        if (!budgetLive(conn, entry) || !Number.isFinite(deltaBytes)) return;
+        const change = Math.max(Math.trunc(deltaBytes), -entry.heldBytes);
+        entry.heldBytes += change;
+        addHeld(conn, change);
+      },
+      mayExceed: () => budgetLive(conn, entry) && conn.heldBytes === entry.heldBytes,
+    };
+  }
+
+  /** Takes every entry off the queue unanswered, releasing what they held. */
+  function dropPending(conn: ConnState): void {
+    for (const entry of conn.pending) {
+      entry.dropped = true;
+      addHeld(conn, -entry.heldBytes);
+      entry.heldBytes = 0;
+    }
+    conn.pending.length = 0;
+  }
+
+  function dropOutput(conn: ConnState): void {
+    conn.output.length = 0;
+    addHeld(conn, -conn.outputBytes);
+    conn.outputBytes = 0;
+  }
+
   // ---- output -------------------------------------------------------------------------------------------
 
   function writeOut(conn: ConnState, bytes: Uint8Array): void {
     if (conn.closed || bytes.byteLength === 0) return;
     if (conn.output.length > 0) {
-      conn.output.push(bytes);
+      queueOutput(conn, bytes);
       return;
     }
     const written = conn.socket.write(bytes);
     if (written < 0) return; // The socket is already closed; its close callback cleans up.
     if (written > 0) conn.lastActivityMs = now();
-    if (written < bytes.byteLength) conn.output.push(bytes.subarray(written));
+    if (written < bytes.byteLength) queueOutput(conn, bytes.subarray(written));
+  }
+
+  function queueOutput(conn: ConnState, bytes: Uint8Array): void {
+    conn.output.push(bytes);
+    conn.outputBytes += bytes.byteLength;
+    addHeld(conn, bytes.byteLength);
   }
 
   /** Hands queued output to the kernel until it refuses more. Called from `drain`. */
@@ -282,7 +451,11 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
       const head = conn.output[0]!;
       const written = conn.socket.write(head);
       if (written < 0) return;
-      if (written > 0) conn.lastActivityMs = now();
+      if (written > 0) {
+        conn.lastActivityMs = now();
+        conn.outputBytes -= written;
+        addHeld(conn, -written);
+      }
       if (written < head.byteLength) {
         conn.output[0] = head.subarray(written);
         return;
@@ -318,9 +491,12 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
       const head = conn.pending[0]!;
       if (head.state === "pending") break;
       conn.pending.shift();
+      // Its bytes move from the queue to the output (what the kernel does not take is counted there).
+      addHeld(conn, -head.heldBytes);
+      head.heldBytes = 0;
       if (head.state === "failed") {
         // Everything before it is written (or queued); nothing after it is answered.
-        conn.pending.length = 0;
+        dropPending(conn);
         endAfterFlush(conn);
         return;
       }
@@ -333,6 +509,12 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     entry.state = state;
     entry.response = response;
     if (conn.closed) return;
+    if (!entry.dropped) {
+      // The reservation gives way to the response itself, with its size prefix, until it is written.
+      const responseBytes = response === null ? 0 : response.byteLength + SIZE_PREFIX_BYTES;
+      addHeld(conn, responseBytes - entry.heldBytes);
+      entry.heldBytes = responseBytes;
+    }
     // A failed request dooms the connection: nothing after it is dispatched, even before its turn comes to
     // be answered (the earlier responses are still written first). It is reported now, not at its turn, so
     // that a FatalError stops the process without waiting for slower requests ahead of it.
@@ -351,7 +533,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     if (conn.pumping || conn.closed) return;
     conn.pumping = true;
     try {
-      while (!conn.stopReading && !conn.closed && conn.output.length === 0 && conn.pending.length < maxInFlight) {
+      while (!conn.closed && blockReason(conn) === undefined) {
         const size = conn.frames.peekSize();
         if (size === undefined) break;
         if (size < 0 || size > opts.maxRequestBytes) {
@@ -375,11 +557,17 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   }
 
   function dispatchFrame(conn: ConnState, frame: Uint8Array): void {
-    const entry: PendingEntry = { state: "pending", response: null };
+    const entry: PendingEntry = { state: "pending", response: null, heldBytes: 0, dropped: false };
     conn.pending.push(entry);
+    const info: ConnectionInfo = {
+      id: conn.info.id,
+      remoteAddress: conn.info.remoteAddress,
+      close: conn.info.close,
+      responseBudget: budgetFor(conn, entry),
+    };
     let result: Promise<DispatchResult> | DispatchResult;
     try {
-      result = opts.dispatch(frame, conn.info);
+      result = opts.dispatch(frame, info);
     } catch (error) {
       settle(conn, entry, "failed", null, error);
       return;
@@ -394,10 +582,24 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     }
   }
 
-  /** Reads only while the connection may dispatch: output drained and fewer than maxInFlight pending. */
+  /** Why the connection may not dispatch now ("closing" once it answers nothing more); undefined when it may. */
+  function blockReason(conn: ConnState): PauseReason | "closing" | undefined {
+    if (conn.stopReading) return "closing";
+    if (conn.output.length > 0) return "output";
+    if (conn.pending.length >= maxInFlight) return "in-flight";
+    if (conn.heldBytes >= maxConnBytes) return "connection-bytes";
+    if (!admittedByBroker(conn)) return "broker-bytes";
+    return undefined;
+  }
+
+  /** Reads only while the connection may dispatch (blockReason). */
   function updateReading(conn: ConnState): void {
     if (conn.closed) return;
-    const shouldPause = conn.stopReading || conn.output.length > 0 || conn.pending.length >= maxInFlight;
+    const reason = blockReason(conn);
+    conn.pauseReason = reason === "closing" ? undefined : reason;
+    if (reason === "broker-bytes") waitingForShare.add(conn);
+    else waitingForShare.delete(conn);
+    const shouldPause = reason !== undefined;
     if (shouldPause && !conn.paused) {
       conn.paused = true;
       conn.socket.pause();
@@ -431,8 +633,8 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   function abort(conn: ConnState): void {
     if (conn.closed) return;
     conn.stopReading = true;
-    conn.pending.length = 0;
-    conn.output.length = 0;
+    dropPending(conn);
+    dropOutput(conn);
     // In case a future Bun defers the close callback, endSocket releases the state now either way.
     endSocket(conn);
   }
@@ -459,9 +661,10 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
 
   function onClosed(conn: ConnState): void {
     if (conn.closed) return;
+    dropPending(conn);
+    dropOutput(conn);
     conn.closed = true;
-    conn.pending.length = 0;
-    conn.output.length = 0;
+    waitingForShare.delete(conn);
     if (conn.idleTimer !== undefined) clearTimeout(conn.idleTimer);
     connections.delete(conn);
     conn.resolveClosed();
@@ -494,7 +697,10 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
           frames: new FrameAssembler(),
           pending: [],
           output: [],
+          outputBytes: 0,
+          heldBytes: 0,
           paused: false,
+          pauseReason: undefined,
           stopReading: false,
           endWhenFlushed: false,
           closed: false,
@@ -582,10 +788,25 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
         id: conn.info.id,
         remoteAddress: conn.info.remoteAddress,
         inFlight: conn.pending.length,
-        queuedOutputBytes: conn.output.reduce((sum, bytes) => sum + bytes.byteLength, 0),
+        queuedOutputBytes: conn.outputBytes,
+        heldResponseBytes: conn.heldBytes,
         readingPaused: conn.paused,
+        pauseReason: conn.paused ? conn.pauseReason : undefined,
       })),
+    heldResponseBytes: () => heldTotal,
+    pausedConnections: () => {
+      const counts = Object.fromEntries(PAUSE_REASONS.map((reason) => [reason, 0])) as Record<PauseReason, number>;
+      for (const conn of connections) if (conn.paused && conn.pauseReason !== undefined) counts[conn.pauseReason]++;
+      return counts;
+    },
   };
+}
+
+/** A configured byte bound: absent means the default, 0 or less (or Infinity) no bound. */
+function byteBound(value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (Number.isNaN(value)) throw new RangeError("a response byte bound must be a number");
+  return value > 0 ? value : Number.POSITIVE_INFINITY;
 }
 
 function isPromiseLike(value: unknown): value is PromiseLike<DispatchResult> {
