@@ -8,9 +8,11 @@
  * OFFSET_OUT_OF_RANGE. While fewer than min_bytes are available the request waits, up to max_wait_ms, and
  * is woken by appends (and by the fsyncs that move the high watermark).
  *
- * Fetch sessions (v7+): bunka never creates one, which the protocol allows: a request with session id 0
- * is answered in full with session id 0, and the client keeps sending full requests. A request naming a
- * session id is FETCH_SESSION_ID_NOT_FOUND; session id 0 with a positive epoch INVALID_FETCH_SESSION_EPOCH.
+ * Fetch sessions (v7+, KIP-227): the rules live in domain/fetch-session.ts (docs/architecture.md, "Fetch
+ * sessions"); this handler asks it what a request means, reads the partitions it lists (for an
+ * incremental request: every partition of the session, in the session's order) and lets it decide the
+ * answer's session id and which partitions an incremental answer carries. Session errors are answered
+ * with session id 0 and no partitions.
  * v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID).
  * read_committed (isolation level 1) reads up to the last stable offset and returns, with the records, the
  * aborted transactions that overlap them (marker at or after the fetch offset, first batch before the end
@@ -28,6 +30,12 @@
  * detection (the leader epoch is always 0), preferred read replicas, quotas.
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
+import {
+  type FetchContext,
+  type FetchPartitionOutcome,
+  type FetchPartitionRequest,
+  type ForgottenPartition,
+} from "../domain/fetch-session.ts";
 import { EMPTY_BYTES, ZERO_UUID } from "../protocol/codec-support.ts";
 import type { FetchRequest } from "../protocol/generated/fetch-request.ts";
 import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../protocol/generated/fetch-response.ts";
@@ -36,14 +44,6 @@ import type { Handler, ResponseBudget } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
 const READ_COMMITTED = 1;
-
-interface Wanted {
-  topic: string | undefined;
-  topicId: string;
-  partition: number;
-  fetchOffset: number;
-  partitionMaxBytes: number;
-}
 
 const emptyPartition = (partitionIndex: number, errorCode: number): FetchResponse_PartitionDataInit => ({
   partitionIndex,
@@ -56,8 +56,50 @@ const emptyPartition = (partitionIndex: number, errorCode: number): FetchRespons
   records: EMPTY_BYTES,
 });
 
+/** The partitions a request lists, with their fetch parameters, in request order. */
+function requestedPartitions(request: FetchRequest, usesTopicIds: boolean): FetchPartitionRequest[] {
+  const out: FetchPartitionRequest[] = [];
+  for (const t of request.topics) {
+    const topic = usesTopicIds ? "" : t.topic;
+    const topicId = usesTopicIds ? t.topicId : ZERO_UUID;
+    for (const p of t.partitions) {
+      out.push({
+        topic,
+        topicId,
+        partition: p.partition,
+        fetchOffset: p.fetchOffset,
+        partitionMaxBytes: p.partitionMaxBytes,
+        logStartOffset: p.logStartOffset,
+        currentLeaderEpoch: p.currentLeaderEpoch,
+        lastFetchedEpoch: p.lastFetchedEpoch,
+      });
+    }
+  }
+  return out;
+}
+
+function forgottenPartitions(request: FetchRequest, usesTopicIds: boolean): ForgottenPartition[] {
+  const out: ForgottenPartition[] = [];
+  for (const t of request.forgottenTopicsData) {
+    for (const partition of t.partitions) {
+      out.push({ topic: usesTopicIds ? "" : t.topic, topicId: usesTopicIds ? t.topicId : ZERO_UUID, partition });
+    }
+  }
+  return out;
+}
+
+function outcomeOf(answer: FetchResponse_PartitionDataInit): FetchPartitionOutcome {
+  return {
+    errorCode: answer.errorCode ?? ErrorCode.NONE,
+    highWatermark: answer.highWatermark ?? -1,
+    lastStableOffset: answer.lastStableOffset ?? -1,
+    logStartOffset: answer.logStartOffset ?? -1,
+    recordsBytes: answer.records?.length ?? 0,
+  };
+}
+
 export function fetchHandler(services: BrokerServices): Handler<FetchRequest, FetchResponseInit> {
-  const { topics, partitions, clock } = services;
+  const { topics, partitions, clock, fetchSessions } = services;
 
   return {
     apiKey: 1,
@@ -65,43 +107,70 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     maxVersion: 17,
     async handle(request, ctx) {
       const version = ctx.apiVersion;
-      if (version >= 7) {
-        if (request.sessionId !== 0) return sessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, request.sessionId);
-        if (request.sessionEpoch > 0) return sessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0);
-      }
+      const usesTopicIds = version >= 13;
+      const requested = requestedPartitions(request, usesTopicIds);
+      const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId;
+      const context: FetchContext =
+        version >= 7
+          ? fetchSessions.newContext(
+              {
+                sessionId: request.sessionId,
+                epoch: request.sessionEpoch,
+                usesTopicIds,
+                privileged: replicaId >= 0,
+                connectionId: ctx.connection.id,
+                partitions: requested,
+                forgotten: forgottenPartitions(request, usesTopicIds),
+              },
+              clock.monotonicMs(),
+            )
+          : { kind: "sessionless", partitions: requested };
+      if (context.kind === "error") return sessionError(context.errorCode, 0);
+
       const readCommitted = request.isolationLevel === READ_COMMITTED;
-      const wanted: Wanted[] = request.topics.flatMap((t) => {
-        const name = version >= 13 ? topics.getById(t.topicId)?.name : t.topic;
-        return t.partitions.map((p) => ({
-          topic: name,
-          topicId: t.topicId,
-          partition: p.partition,
-          fetchOffset: p.fetchOffset,
-          partitionMaxBytes: p.partitionMaxBytes,
-        }));
-      });
+      const wanted = context.partitions;
+      // Names are looked up at every request, also for a session's partitions: a topic deleted and
+      // re-created under the same name has a new id, and its old id must not reach the new partitions.
+      const names = wanted.map((w) => (usesTopicIds ? topics.getById(w.topicId)?.name : w.topic));
       // Resolve partitions once; a missing one is answered with its error and never waited for.
-      const resolved = await Promise.all(wanted.map((w) => (w.topic === undefined ? undefined : partitions.get(w.topic, w.partition))));
+      const resolved = await Promise.all(wanted.map((w, i) => (names[i] === undefined ? undefined : partitions.get(names[i]!, w.partition))));
 
       const budget = ctx.connection.responseBudget;
       const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
-      let answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version, budget);
+      let answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget);
       // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
       while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
         const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
         if (!woke) break;
         // The answer read before is dropped, and so is its reservation.
         budget?.adjust(-answers.bytes);
-        answers = await readAll(wanted, resolved, request.maxBytes, readCommitted, version, budget);
+        answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget);
       }
 
-      // Group per topic in request order, as the request named them.
+      let sessionId = 0;
+      let include: boolean[] | undefined;
+      if (context.kind === "full") {
+        sessionId = fetchSessions.completeFull(context, answers.partitions.map(outcomeOf), clock.monotonicMs());
+      } else if (context.kind === "incremental") {
+        const answer = fetchSessions.completeIncremental(context, answers.partitions.map(outcomeOf));
+        if (answer.kind === "error") {
+          // Nothing read goes out: give its reservation back.
+          budget?.adjust(-answers.bytes);
+          return sessionError(answer.errorCode, answer.sessionId);
+        }
+        sessionId = answer.sessionId;
+        include = answer.include;
+      }
+
+      // Group per topic, in the order the partitions were read; consecutive partitions of one topic share
+      // an entry.
       const byTopic: { topic: string; topicId: string; partitions: FetchResponse_PartitionDataInit[] }[] = [];
       for (const [i, w] of wanted.entries()) {
-        const key = version >= 13 ? w.topicId : (w.topic ?? "");
+        if (include !== undefined && !include[i]) continue;
+        const key = usesTopicIds ? w.topicId : w.topic;
         let group = byTopic[byTopic.length - 1];
-        if (!group || (version >= 13 ? group.topicId : group.topic) !== key) {
-          group = { topic: w.topic ?? "", topicId: w.topicId, partitions: [] };
+        if (!group || (usesTopicIds ? group.topicId : group.topic) !== key) {
+          group = { topic: usesTopicIds ? "" : w.topic, topicId: w.topicId, partitions: [] };
           byTopic.push(group);
         }
         group.partitions.push(answers.partitions[i]!);
@@ -109,8 +178,8 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       return {
         throttleTimeMs: 0,
         errorCode: ErrorCode.NONE,
-        sessionId: 0,
-        responses: byTopic.map((g) => ({ topic: g.topic, topicId: version >= 13 ? g.topicId : ZERO_UUID, partitions: g.partitions })),
+        sessionId,
+        responses: byTopic.map((g) => ({ topic: g.topic, topicId: usesTopicIds ? g.topicId : ZERO_UUID, partitions: g.partitions })),
       };
     },
     errorResponse(_request, errorCode) {
@@ -123,11 +192,12 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
   }
 
   async function readAll(
-    wanted: Wanted[],
+    wanted: FetchPartitionRequest[],
+    names: (string | undefined)[],
     resolved: (Partition | undefined)[],
     maxBytes: number,
     readCommitted: boolean,
-    version: number,
+    usesTopicIds: boolean,
     budget: ResponseBudget | undefined,
   ): Promise<{ partitions: FetchResponse_PartitionDataInit[]; bytes: number; hasError: boolean }> {
     let remaining = maxBytes;
@@ -139,7 +209,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // A partition closing meanwhile is one whose topic is being deleted (or re-created): it is answered
       // as gone, as Apache answers a delayed fetch whose partition disappeared.
       if (!partition || partition.closing) {
-        const unknownId = version >= 13 && (w.topic === undefined || partition !== undefined);
+        const unknownId = usesTopicIds && (names[i] === undefined || partition !== undefined);
         out.push(emptyPartition(w.partition, unknownId ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION));
         hasError = true;
         continue;

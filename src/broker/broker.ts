@@ -19,6 +19,7 @@ import { TopicStore } from "../storage/topic-store.ts";
 import { TxnStateStore } from "../storage/txn-state-store.ts";
 import { produceHandler } from "./00-produce.ts";
 import { fetchHandler } from "./01-fetch.ts";
+import { DEFAULT_FETCH_SESSIONS_PER_CONNECTION_MAX, FetchSessionCache } from "../domain/fetch-session.ts";
 import { listOffsetsHandler } from "./02-list-offsets.ts";
 import { metadataHandler } from "./03-metadata.ts";
 import { offsetCommitHandler } from "./08-offset-commit.ts";
@@ -174,6 +175,12 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     producerIds,
     groups,
     txn,
+    fetchSessions: new FetchSessionCache({
+      slots: config.maxIncrementalFetchSessionCacheSlots,
+      evictionMs: config.minIncrementalFetchSessionEvictionMs,
+      sessionsPerConnectionMax: DEFAULT_FETCH_SESSIONS_PER_CONNECTION_MAX,
+      random: Math.random,
+    }),
   };
 
   const registry = new HandlerRegistry();

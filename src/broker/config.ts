@@ -46,6 +46,10 @@ export interface BrokerConfig {
   groupInitialRebalanceDelayMs: number;
   /** offsets.retention.minutes, in ms */
   offsetsRetentionMs: number;
+  /** max.incremental.fetch.session.cache.slots: fetch sessions kept (0: none is ever created). */
+  maxIncrementalFetchSessionCacheSlots: number;
+  /** min.incremental.fetch.session.eviction.ms: how long a fetch session is safe from being replaced. */
+  minIncrementalFetchSessionEvictionMs: number;
   logFormat: "text" | "json";
   logLevel: "debug" | "info" | "warn" | "error";
   /**
@@ -80,6 +84,8 @@ export function defaultBrokerConfig(): BrokerConfig {
     producerIdExpirationMs: 86400000,
     groupInitialRebalanceDelayMs: 3000,
     offsetsRetentionMs: 7 * 24 * 60 * 60 * 1000,
+    maxIncrementalFetchSessionCacheSlots: 1000,
+    minIncrementalFetchSessionEvictionMs: 120_000,
     logFormat: "text",
     logLevel: "info",
     fsyncMode: "batched",

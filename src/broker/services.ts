@@ -3,6 +3,7 @@
  * handler factory. No module-level state anywhere.
  */
 import type { Ownership } from "../cluster/ownership.ts";
+import type { FetchSessionCache } from "../domain/fetch-session.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -35,6 +36,8 @@ export interface BrokerServices {
   groups: GroupCoordinator;
   /** The transaction coordinator (transactional InitProducerId, AddPartitions/Offsets, EndTxn, ...). */
   txn: TxnCoordinator;
+  /** Incremental fetch sessions (KIP-227), shared by every connection. */
+  fetchSessions: FetchSessionCache;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

@@ -195,6 +195,14 @@ export const SETTINGS: readonly Setting[] = [
     fileKey: "offsets.retention.minutes",
     apply: (c, v, o) => void (c.offsetsRetentionMs = parseInteger(v, o, 1, INT32_MAX) * 60_000),
   },
+  {
+    fileKey: "max.incremental.fetch.session.cache.slots",
+    apply: (c, v, o) => void (c.maxIncrementalFetchSessionCacheSlots = parseInteger(v, o, 0, 1_000_000)),
+  },
+  {
+    fileKey: "min.incremental.fetch.session.eviction.ms",
+    apply: (c, v, o) => void (c.minIncrementalFetchSessionEvictionMs = parseInteger(v, o, 0, INT32_MAX)),
+  },
 ];
 
 const settingsByFlag = new Map(SETTINGS.filter((s) => s.flag).map((s) => [s.flag!, s]));

@@ -125,6 +125,8 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
     producer.id.expiration.ms         (default 86400000)
     group.initial.rebalance.delay.ms  (default 3000)
     offsets.retention.minutes         (default 10080)
+    max.incremental.fetch.session.cache.slots  (default 1000; 0 creates no fetch session)
+    min.incremental.fetch.session.eviction.ms  (default 120000)
   An unknown key is an error.
 
 Precedence, highest first: flags > environment variables > config file > defaults.
