@@ -4,69 +4,80 @@
  *
  *   <data>/__cluster/offsets/slot-N.json      the checkpoint: a state file (state-file.ts: versioned,
  *                                             CRC-32, written atomically) holding the slot's whole state
+ *                                             as of journal record lastSeq
  *   <data>/__cluster/offsets/slot-N.journal   the writes since: one line per write, each a state-file
- *                                             envelope (format "group-offsets-journal") around
- *                                             {seq, slot: <the slot's whole state after the write>}
- *
- * A slot's state (in both files) is {slot, nextSeq, groups[], offsets[], staged[]}, sorted so that the
- * same state always gives the same bytes:
- *   groups:  {groupId, protocolType, protocolName, generationId, leaderId, state, stateTimestampMs}
- *   offsets: {groupId, topic, partition, offset, leaderEpoch, metadata, commitTimestampMs, expireTimestampMs, seq}
- *   staged:  {groupId, producerId, topic, partition, offset, leaderEpoch, metadata, commitTimestampMs, seq}
+ *                                             envelope (format "group-offsets-journal") around what the
+ *                                             write changed (offset-journal.ts has both bodies)
  *
  * Writes: one serial writer per slot with group commit. `mutate(slot, fn)` queues `fn`; the writer takes
  * every queued change at once, applies them in call order to a copy-on-write draft of the durable slot,
- * appends the resulting state to the slot's journal and fsyncs it, and only then publishes the new slot
- * and resolves each caller with its `fn`'s result. Changes queued while a write is in flight share the
- * next write and its fsync, so N concurrent commits cost far fewer than N fsyncs. A batch that changes
- * nothing writes nothing. Reads (`slot(n)`) see only durable state: an answer never rests on state a
- * crash could lose.
+ * appends what changed between the durable slot and the draft as one journal record and fsyncs it, and
+ * only then publishes the new slot and resolves each caller with its `fn`'s result. Changes queued while a
+ * write is in flight share the next write and its fsync, so N concurrent commits cost far fewer than N
+ * fsyncs. A batch that changes nothing writes nothing. Reads (`slot(n)`) see only durable state: an answer
+ * never rests on state a crash could lose.
  *
- * Why a journal of whole states beside the slot-N.json checkpoint: rewriting slot-N.json atomically costs
- * two fsyncs, a rename and a directory fsync per write (~1.5 ms on the reference disk); appending a line
- * and fsyncing it costs one (~0.35 ms), and offset commits (OffsetCommit, TxnOffsetCommit, EndTxn's offset
- * hook) are on the hot path of every consumer group. Each record is the whole state, so the last complete
- * record is the state and nothing needs replaying; the journal is folded into the checkpoint
- * ("compaction": an atomic rewrite of slot-N.json, then the journal is emptied and that is fsynced) once it
- * exceeds max(1 MiB, 4 x the last record), which keeps it, and the cost of the rewrites, bounded.
- * Whole states rather than changes keep the write O(slot), as before; group commit amortizes it, and a slot
- * is bounded (OFFSET_SLOT_BYTES_MAX) far below the state-file limit.
+ * Why a journal of changes beside the slot-N.json checkpoint: rewriting slot-N.json atomically costs two
+ * fsyncs, a rename and a directory fsync per write (~1.5 ms on the reference disk); appending a line and
+ * fsyncing it costs one (~0.35 ms), and offset commits (OffsetCommit, TxnOffsetCommit, EndTxn's offset
+ * hook) are on the hot path of every consumer group. A record carries only the groups and partitions the
+ * write changed, so a TxnOffsetCommit or an EndTxn costs bytes in proportion to its own offsets, not to
+ * the slot: with 100 groups x 100 partitions in a slot, a transaction of 10 partitions appends ~2.8 KiB
+ * where whole-state records appended 3.7 MiB (docs/benchmarks.md, "Offset store"). The journal is folded
+ * into the checkpoint ("compaction": an atomic rewrite of slot-N.json with the durable state and the
+ * sequence number of the journal's last record, then the journal is emptied and that is fsynced) once it
+ * exceeds max(1 MiB, 2 x the checkpoint), which amortizes the rewrites to O(1) per byte appended and bounds
+ * the journal and the replay at load. A crash between the two leaves records the checkpoint already holds;
+ * they are recognised by their sequence numbers and skipped.
  *
  * Failures: a failed fsync is fatal (FatalError): every waiting and later caller is refused with it and the
  * process must exit. Any other failed write (ENOSPC, EIO) refuses the callers of that batch and cuts the
  * partial record off the journal; the slot in memory keeps its durable state; `onWriteFailed` is told, so
  * that whoever changed other state alongside (the group coordinator) can reconcile.
  *
- * Loading happens at open, for every slot: the checkpoint, then the journal's last record when there is
- * one. An unterminated last line is a write that never completed (never acknowledged): it is cut off.
- * Anything else that fails a check (a bad checkpoint, a bad complete record, records out of sequence, a
- * record of another slot) raises CorruptStateError naming the file. A slot is never taken for empty: that
- * would silently rewind every consumer.
+ * Loading happens at open, for every slot: the checkpoint, then every journal record after its lastSeq,
+ * replayed in strict sequence. An unterminated last line is a write that never completed (never
+ * acknowledged): it is cut off. Anything else that fails a check (a bad checkpoint, a bad complete record,
+ * records out of sequence or continuing a newer checkpoint than the one present, a record of another slot,
+ * a record that changes something the state does not hold) raises CorruptStateError naming the file and
+ * the record. A slot is never taken for empty: that would silently rewind every consumer.
+ *
+ * Versions: the checkpoint is at version 2 (version 1 had no lastSeq and is read as lastSeq 0), the journal
+ * at version 2 (records of changes; version 1 records held the slot's whole state and are read as records
+ * that replace it, so a data directory written by the previous build loads, and its journal goes on with
+ * records of version 2 until the next compaction). Anything else is refused.
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
-import { isGroupStateName, type PersistedGroup } from "../domain/groups/group-coordinator-state.ts";
-import {
-  OFFSET_SLOT_BYTES_MAX,
-  OffsetSlot,
-  type CommittedOffset,
-  type GroupOffsets,
-  type OffsetSlotDraft,
-  type StagedOffset,
-} from "../domain/groups/offsets.ts";
-import { cleanTmpFiles, ensureDir } from "./atomic-file.ts";
+import { OFFSET_SLOT_BYTES_MAX, OffsetSlot, type OffsetSlotDraft } from "../domain/groups/offsets.ts";
+import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
 import { JournalFile, readJournal } from "./journal-file.ts";
-import { decodeState, encodeState, loadState, saveState } from "./state-file.ts";
+import {
+  applyGroupDelta,
+  bodyFromSlot,
+  groupsFromBody,
+  markPreviousJournalVersion,
+  migrateSlotBody,
+  parseJournalRecord,
+  parseSlotBody,
+  ReplayError,
+  slotDelta,
+  type DeltaRecord,
+  type GroupDelta,
+  type JournalRecord,
+  type ReplayGroups,
+} from "./offset-journal.ts";
+import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const OFFSETS_SLOT_FORMAT = "group-offsets-slot";
-export const OFFSETS_SLOT_VERSION = 1;
+export const OFFSETS_SLOT_VERSION = 2;
 export const OFFSETS_JOURNAL_FORMAT = "group-offsets-journal";
-export const OFFSETS_JOURNAL_VERSION = 1;
+export const OFFSETS_JOURNAL_VERSION = 2;
 export const OFFSETS_SLOT_COUNT_DEFAULT = 50;
-/** The journal is folded into the checkpoint once it exceeds max(this, ratio x its last record). */
+/** The journal is folded into the checkpoint once it exceeds max(this, ratio x the checkpoint's bytes). */
 export const OFFSETS_JOURNAL_COMPACT_BYTES_MIN = 1024 * 1024;
-export const OFFSETS_JOURNAL_COMPACT_RATIO = 4;
+export const OFFSETS_JOURNAL_COMPACT_RATIO = 2;
 
 const SLOT_FILE = /^slot-(\d+)\.(json|journal)$/;
 
@@ -109,9 +120,10 @@ class SlotWriter {
   markIdle: () => void = () => undefined;
   /** Completed file writes, for tests and metrics. */
   writes = 0;
-  /** Sequence number of the journal's last record (0: none since the last compaction). */
-  journalSeq = 0;
-  lastRecordBytes = 0;
+  /** Sequence number of the last durable journal record (or of the checkpoint, when the journal has none since). */
+  lastSeq = 0;
+  /** The checkpoint's size: compaction's threshold grows with it. */
+  checkpointBytes = 0;
 
   constructor(
     readonly index: number,
@@ -120,14 +132,6 @@ class SlotWriter {
     public journal: JournalFile,
     public state: OffsetSlot,
   ) {}
-}
-
-interface SlotBody {
-  slot: number;
-  nextSeq: number;
-  groups: PersistedGroup[];
-  offsets: (CommittedOffset & { groupId: string; topic: string; partition: number })[];
-  staged: (StagedOffset & { groupId: string; producerId: number; topic: string; partition: number })[];
 }
 
 export class OffsetStore {
@@ -252,9 +256,12 @@ export class OffsetStore {
         });
         const changed = draft.changed;
         const next = draft.finish();
-        if (changed) {
+        // A draft that was touched may still end where it began (a group created and dropped again).
+        const groups = changed ? slotDelta(slot.state, next) : [];
+        const written = groups.length > 0 || next.nextSeq !== slot.state.nextSeq;
+        if (written) {
           try {
-            await this.append(slot, bodyFromSlot(slot.index, next));
+            await this.append(slot, groups, next.nextSeq);
           } catch (error) {
             if (error instanceof FatalError && this.fatal === undefined) this.fatal = error;
             const refusal = this.fatal ?? error;
@@ -262,15 +269,15 @@ export class OffsetStore {
             if (!(error instanceof FatalError)) this.onWriteFailed(slot.index, error);
             continue;
           }
-          slot.state = next;
           slot.writes += 1;
         }
+        slot.state = next;
         batch.forEach((q, i) => {
           const outcome = outcomes[i]!;
           if (outcome.ok) q.resolve(outcome.value);
           else q.reject(outcome.error);
         });
-        if (changed) {
+        if (written) {
           try {
             await this.maybeCompact(slot);
           } catch (error) {
@@ -285,211 +292,81 @@ export class OffsetStore {
     }
   }
 
-  /** Appends the slot's new state as one journal record and makes it durable. */
-  private async append(slot: SlotWriter, body: SlotBody): Promise<void> {
-    const seq = slot.journalSeq + 1;
-    const line = encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, { seq, slot: body });
-    await slot.journal.append(line);
-    slot.journalSeq = seq;
-    slot.lastRecordBytes = line.length;
+  /** Appends one journal record with the write's changes and makes it durable. */
+  private async append(slot: SlotWriter, groups: GroupDelta[], nextSeq: number): Promise<void> {
+    const record: DeltaRecord = { seq: slot.lastSeq + 1, slot: slot.index, nextSeq, groups };
+    await slot.journal.append(encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, record));
+    slot.lastSeq = record.seq;
   }
 
   /**
    * Folds the journal into the checkpoint once it is large: the checkpoint is rewritten atomically with
-   * the durable state (which is the journal's last record), then the journal is emptied and that is
-   * fsynced before anything else is appended. A crash in between leaves a journal whose last record
-   * equals the checkpoint, which loads to the same state.
+   * the durable state and the sequence number of the last record it includes, then the journal is emptied
+   * and that is fsynced before anything else is appended. A crash in between leaves records that the
+   * checkpoint already includes, which the load skips by their sequence numbers.
    */
   private async maybeCompact(slot: SlotWriter): Promise<void> {
-    if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.lastRecordBytes)) return;
-    await saveState(this.fs, slot.path, OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, bodyFromSlot(slot.index, slot.state));
+    if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.checkpointBytes)) return;
+    const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, bodyFromSlot(slot.index, slot.lastSeq, slot.state));
+    await writeFileAtomic(this.fs, slot.path, bytes);
+    slot.checkpointBytes = bytes.length;
     await slot.journal.empty();
-    slot.journalSeq = 0;
   }
 }
 
-/** Loads a slot's checkpoint and the last record of its journal (CorruptStateError for a damaged file). */
+/**
+ * Loads a slot: its checkpoint, then the journal's records after the checkpoint's lastSeq, replayed in
+ * order (CorruptStateError for a damaged file or a record that does not continue the state).
+ */
 async function loadSlot(fs: Fs, dir: string, slot: SlotWriter): Promise<void> {
-  const checkpoint = await loadState(fs, slot.path, OFFSETS_SLOT_FORMAT, { current: OFFSETS_SLOT_VERSION, parse: parseSlotBody });
+  let groups: ReplayGroups = new Map();
+  let nextSeq = 0;
+  let lastSeq = 0;
+  const checkpoint = await loadState(fs, slot.path, OFFSETS_SLOT_FORMAT, {
+    current: OFFSETS_SLOT_VERSION,
+    accepted: [OFFSETS_SLOT_VERSION - 1],
+    migrate: migrateSlotBody,
+    parse: parseSlotBody,
+  });
   if (checkpoint !== undefined) {
     if (checkpoint.slot !== slot.index) throw new CorruptStateError(slot.path, `holds slot ${checkpoint.slot}, not ${slot.index}`);
-    slot.state = slotFromBody(checkpoint);
+    groups = groupsFromBody(checkpoint);
+    nextSeq = checkpoint.nextSeq;
+    lastSeq = checkpoint.lastSeq;
+    slot.checkpointBytes = (await fs.stat(slot.path))?.size ?? 0;
   }
-  let last: JournalBody | undefined;
-  let lastBytes = 0;
+  let previousSeq: number | undefined;
   const journalBytes = await readJournal(fs, slot.journal.path, (line, where) => {
-    const record = decodeState(where, line, OFFSETS_JOURNAL_FORMAT, { current: OFFSETS_JOURNAL_VERSION, parse: parseJournalBody }) as JournalBody;
-    if (record.seq !== (last?.seq ?? 0) + 1) throw new CorruptStateError(where, `record ${record.seq} follows record ${last?.seq ?? 0}`);
-    if (record.slot.slot !== slot.index) throw new CorruptStateError(where, `holds slot ${record.slot.slot}, not ${slot.index}`);
-    last = record;
-    lastBytes = line.length;
+    const record = decodeState(where, line, OFFSETS_JOURNAL_FORMAT, {
+      current: OFFSETS_JOURNAL_VERSION,
+      accepted: [OFFSETS_JOURNAL_VERSION - 1],
+      migrate: markPreviousJournalVersion,
+      parse: parseJournalRecord,
+    }) as JournalRecord;
+    if (previousSeq !== undefined && record.seq !== previousSeq + 1) throw new CorruptStateError(where, `record ${record.seq} follows record ${previousSeq}`);
+    if (record.slot !== slot.index) throw new CorruptStateError(where, `holds slot ${record.slot}, not ${slot.index}`);
+    if (record.seq > lastSeq + 1) {
+      throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at record ${lastSeq} (${slot.path} missing or older)`);
+    }
+    previousSeq = record.seq;
+    // At or below lastSeq: written before the compaction that made the checkpoint, which includes it.
+    if (record.seq <= lastSeq) return;
+    if (record.kind === "state") {
+      groups = groupsFromBody(record.state);
+      nextSeq = record.state.nextSeq;
+    } else {
+      if (record.nextSeq < nextSeq) throw new CorruptStateError(where, `nextSeq ${record.nextSeq} is below the slot's ${nextSeq}`);
+      try {
+        for (const delta of record.groups) applyGroupDelta(groups, delta);
+      } catch (error) {
+        if (error instanceof ReplayError) throw new CorruptStateError(where, `does not continue the slot's state: it ${error.message}`);
+        throw error;
+      }
+      nextSeq = record.nextSeq;
+    }
+    lastSeq = record.seq;
   });
-  if (last !== undefined) slot.state = slotFromBody(last.slot);
+  slot.state = OffsetSlot.fromGroups(groups, nextSeq);
   slot.journal = new JournalFile(fs, dir, slot.journal.path, journalBytes);
-  slot.journalSeq = last?.seq ?? 0;
-  slot.lastRecordBytes = lastBytes;
-}
-
-interface JournalBody {
-  seq: number;
-  slot: SlotBody;
-}
-
-function parseJournalBody(raw: unknown): JournalBody {
-  const body = obj(raw, "body");
-  return { seq: int(body, "seq", "body", 1), slot: parseSlotBody(body.slot) };
-}
-
-// ---- the file format -------------------------------------------------------------------------------
-
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-
-function bodyFromSlot(index: number, slot: OffsetSlot): SlotBody {
-  const body: SlotBody = { slot: index, nextSeq: slot.nextSeq, groups: [], offsets: [], staged: [] };
-  for (const groupId of [...slot.groups.keys()].sort(compare)) {
-    const g = slot.groups.get(groupId)!;
-    if (g.record !== null) body.groups.push(g.record);
-    for (const topic of [...g.committed.keys()].sort(compare)) {
-      const partitions = g.committed.get(topic)!;
-      for (const partition of [...partitions.keys()].sort((a, b) => a - b)) {
-        body.offsets.push({ groupId, topic, partition, ...partitions.get(partition)! });
-      }
-    }
-    for (const producerId of [...g.staged.keys()].sort((a, b) => a - b)) {
-      const offsets = g.staged.get(producerId)!;
-      for (const topic of [...offsets.keys()].sort(compare)) {
-        const partitions = offsets.get(topic)!;
-        for (const partition of [...partitions.keys()].sort((a, b) => a - b)) {
-          body.staged.push({ groupId, producerId, topic, partition, ...partitions.get(partition)! });
-        }
-      }
-    }
-  }
-  return body;
-}
-
-function slotFromBody(body: SlotBody): OffsetSlot {
-  const groups = new Map<string, GroupOffsets>();
-  const group = (groupId: string) => {
-    let g = groups.get(groupId);
-    if (g === undefined) groups.set(groupId, (g = { record: null, committed: new Map(), staged: new Map() }));
-    return g;
-  };
-  const put = <T>(map: Map<string, Map<number, T>>, topic: string, partition: number, value: T) => {
-    let partitions = map.get(topic);
-    if (partitions === undefined) map.set(topic, (partitions = new Map()));
-    partitions.set(partition, value);
-  };
-  for (const r of body.groups) group(r.groupId).record = r;
-  for (const o of body.offsets) {
-    const { groupId, topic, partition, ...offset } = o;
-    put(group(groupId).committed, topic, partition, offset);
-  }
-  for (const s of body.staged) {
-    const { groupId, producerId, topic, partition, ...offset } = s;
-    const g = group(groupId);
-    let offsets = g.staged.get(producerId);
-    if (offsets === undefined) g.staged.set(producerId, (offsets = new Map()));
-    put(offsets, topic, partition, offset);
-  }
-  return OffsetSlot.fromGroups(groups, body.nextSeq);
-}
-
-function fail(what: string): never {
-  throw new Error(what);
-}
-
-function obj(value: unknown, what: string): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${what} is not an object`);
-  return value as Record<string, unknown>;
-}
-
-function str(o: Record<string, unknown>, key: string, what: string): string {
-  const v = o[key];
-  if (typeof v !== "string") fail(`${what}.${key} is not a string`);
-  return v;
-}
-
-function nullableStr(o: Record<string, unknown>, key: string, what: string): string | null {
-  const v = o[key];
-  if (v === null) return null;
-  if (typeof v !== "string") fail(`${what}.${key} is neither a string nor null`);
-  return v;
-}
-
-function int(o: Record<string, unknown>, key: string, what: string, min = -Number.MAX_SAFE_INTEGER): number {
-  const v = o[key];
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) fail(`${what}.${key} is not an integer >= ${min}`);
-  return v;
-}
-
-function nullableInt(o: Record<string, unknown>, key: string, what: string): number | null {
-  return o[key] === null ? null : int(o, key, what);
-}
-
-function arr(o: Record<string, unknown>, key: string): unknown[] {
-  const v = o[key];
-  if (!Array.isArray(v)) fail(`${key} is not an array`);
-  return v;
-}
-
-/** Checks every field of a slot body; throws (and loadState reports the file corrupt) at the first problem. */
-export function parseSlotBody(raw: unknown): SlotBody {
-  const body = obj(raw, "body");
-  const slot = int(body, "slot", "body", 0);
-  const nextSeq = int(body, "nextSeq", "body", 0);
-  const seen = new Set<string>();
-  const groups = arr(body, "groups").map((value, i) => {
-    const what = `groups[${i}]`;
-    const g = obj(value, what);
-    const state = str(g, "state", what);
-    if (!isGroupStateName(state)) fail(`${what}.state ${JSON.stringify(state)} is not a group state`);
-    const record: PersistedGroup = {
-      groupId: str(g, "groupId", what),
-      protocolType: nullableStr(g, "protocolType", what),
-      protocolName: nullableStr(g, "protocolName", what),
-      generationId: int(g, "generationId", what, 0),
-      leaderId: nullableStr(g, "leaderId", what),
-      state,
-      stateTimestampMs: nullableInt(g, "stateTimestampMs", what),
-    };
-    if (seen.has(record.groupId)) fail(`${what}: group ${JSON.stringify(record.groupId)} appears twice`);
-    seen.add(record.groupId);
-    return record;
-  });
-  const offsets = arr(body, "offsets").map((value, i) => {
-    const what = `offsets[${i}]`;
-    const o = obj(value, what);
-    const seq = int(o, "seq", what, 0);
-    if (seq >= nextSeq) fail(`${what}.seq ${seq} is not below nextSeq ${nextSeq}`);
-    return {
-      groupId: str(o, "groupId", what),
-      topic: str(o, "topic", what),
-      partition: int(o, "partition", what, 0),
-      offset: int(o, "offset", what),
-      leaderEpoch: int(o, "leaderEpoch", what),
-      metadata: str(o, "metadata", what),
-      commitTimestampMs: int(o, "commitTimestampMs", what),
-      expireTimestampMs: nullableInt(o, "expireTimestampMs", what),
-      seq,
-    };
-  });
-  const staged = arr(body, "staged").map((value, i) => {
-    const what = `staged[${i}]`;
-    const o = obj(value, what);
-    const seq = int(o, "seq", what, 0);
-    if (seq >= nextSeq) fail(`${what}.seq ${seq} is not below nextSeq ${nextSeq}`);
-    return {
-      groupId: str(o, "groupId", what),
-      producerId: int(o, "producerId", what, 0),
-      topic: str(o, "topic", what),
-      partition: int(o, "partition", what, 0),
-      offset: int(o, "offset", what),
-      leaderEpoch: int(o, "leaderEpoch", what),
-      metadata: str(o, "metadata", what),
-      commitTimestampMs: int(o, "commitTimestampMs", what),
-      seq,
-    };
-  });
-  return { slot, nextSeq, groups, offsets, staged };
+  slot.lastSeq = lastSeq;
 }

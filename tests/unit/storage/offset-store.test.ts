@@ -1,11 +1,13 @@
 /**
  * The offsets store: one serial writer per slot with group commit, durable before answering, only durable
- * state visible, crash safety on the in-memory Fs, refusal of damaged files, staged transactional offsets.
+ * state visible, crash safety on the in-memory Fs, refusal of damaged files, staged transactional offsets,
+ * journal records of changes replayed at load, the previous version's files, compaction.
  */
 import { describe, expect, test } from "bun:test";
 import { CorruptStateError, FatalError } from "../../../src/errors/errors.ts";
-import type { OffsetCommitEntry } from "../../../src/domain/groups/offsets.ts";
+import type { OffsetCommitEntry, OffsetSlotDraft } from "../../../src/domain/groups/offsets.ts";
 import type { FileHandle, Fs } from "../../../src/platform/fs.ts";
+import { bodyFromSlot, type SlotBody } from "../../../src/storage/offset-journal.ts";
 import {
   OFFSETS_JOURNAL_FORMAT,
   OFFSETS_SLOT_FORMAT,
@@ -240,7 +242,7 @@ describe("OffsetStore", () => {
     await expectCorrupt(/holds slot 8/);
   });
 
-  test("the journal: the last record is the state; a torn last record is cut off; a damaged one is refused", async () => {
+  test("the journal: every record is replayed; a torn last record is cut off; a damaged one is refused", async () => {
     const fs = new MemoryFs();
     const store = await OffsetStore.open(fs, DATA);
     await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 1)]));
@@ -283,13 +285,22 @@ describe("OffsetStore", () => {
     error = await openError();
     expect(error).toBeInstanceOf(CorruptStateError);
     expect((error as Error).message).toMatch(/record 1 follows record 1/);
-    // Another slot's state.
+    // Another slot's record, of either version.
     await overwrite(
       new TextDecoder().decode(encodeState(OFFSETS_JOURNAL_FORMAT, 1, { seq: 1, slot: { slot: 8, nextSeq: 0, groups: [], offsets: [], staged: [] } })),
     );
     error = await openError();
     expect(error).toBeInstanceOf(CorruptStateError);
     expect((error as Error).message).toMatch(/holds slot 8/);
+    await overwrite(new TextDecoder().decode(encodeState(OFFSETS_JOURNAL_FORMAT, 2, { seq: 1, slot: 8, nextSeq: 0, groups: [] })));
+    error = await openError();
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toMatch(/holds slot 8/);
+    // A version this build does not read.
+    await overwrite(new TextDecoder().decode(encodeState(OFFSETS_JOURNAL_FORMAT, 3, { seq: 1, slot: 9, nextSeq: 0, groups: [] })));
+    error = await openError();
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toMatch(/unknown version 3 of format group-offsets-journal \(this build reads versions 2, 1\)/);
   });
 
   test("a failed write whose bytes could not be cut off is cut before the next record (no false corruption)", async () => {
@@ -431,5 +442,277 @@ describe("OffsetStore", () => {
     await pending;
     expect(store.slot(0).committed("g", "t", 0)!.offset).toBe(1);
     await expect(store.mutate(0, () => undefined)).rejects.toThrow(/closed/);
+  });
+
+  // ---- journal records of changes (version 2), recovery, the previous version, compaction -------------
+
+  const text = new TextDecoder();
+  const utf8 = new TextEncoder();
+  const overwriteFile = async (fs: Fs, path: string, bytes: Uint8Array | string) => {
+    const h = await fs.open(path, "w");
+    await h.write(typeof bytes === "string" ? utf8.encode(bytes) : bytes, 0);
+    await h.fsync();
+    await h.close();
+  };
+  const openError = (fs: Fs, options = {}) =>
+    OffsetStore.open(fs, DATA, options).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  const record = (groupId: string, generationId: number) => ({
+    groupId,
+    protocolType: "consumer",
+    protocolName: "range",
+    generationId,
+    leaderId: "m",
+    state: "Stable" as const,
+    stateTimestampMs: 5,
+  });
+
+  test("a journal record carries what its write changed, not the slot: one staged offset in a slot of 20 groups x 50 partitions", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA);
+    for (let g = 0; g < 20; g++) await store.mutate(3, (d) => d.commit(`group-${g}`, Array.from({ length: 50 }, (_, p) => entry("input", p, p))));
+    const journal = offsetsJournalPath(DATA, 3);
+    const size = async () => (await fs.stat(journal))!.size;
+    const before = await size();
+    await store.mutate(3, (d) => d.stage("group-7", 4242, [entry("input", 3, 1000)]));
+    const staged = await size();
+    await store.mutate(3, (d) => d.completeTransaction("group-7", 4242, true));
+    const committed = await size();
+    // The whole slot is ~1000 offsets (> 100 KiB as JSON); the two records are a few hundred bytes.
+    expect(staged - before).toBeLessThan(500);
+    expect(committed - staged).toBeLessThan(300);
+    expect(before).toBeGreaterThan(100_000);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(bodyFromSlot(3, 0, reopened.slot(3))).toEqual(bodyFromSlot(3, 0, store.slot(3)));
+    expect(reopened.slot(3).committed("group-7", "input", 3)!.offset).toBe(1000);
+  });
+
+  /** One write of every kind of change, each its own record; returns the slot's body after each (index 0: before any). */
+  async function writeEveryKind(store: OffsetStore, slot: number): Promise<SlotBody[]> {
+    const states: SlotBody[] = [bodyFromSlot(slot, 0, store.slot(slot))];
+    const writes: ((d: OffsetSlotDraft) => unknown)[] = [
+      (d) => (d.setRecord("g", record("g", 1)), d.commit("g", [entry("t", 0, 1), entry("t", 1, 2), entry("u", 0, 3)])),
+      (d) => d.commit("h", [entry("t", 0, 100), entry("t", 1, 101)]),
+      (d) => d.stage("g", 5, [entry("t", 0, 10), entry("t", 1, 11)]),
+      (d) => d.stage("g", 6, [entry("u", 0, 30), entry("u", 1, 31)]),
+      (d) => d.commit("g", [entry("t", 1, 12, "newer than the staged one")]),
+      (d) => d.completeTransaction("g", 5, true),
+      (d) => d.completeTransaction("g", 6, false),
+      (d) => d.stage("g", 5, [entry("u", 0, 40), entry("u", 2, 41)]),
+      (d) => d.deleteOffsets("g", [{ topic: "u", partition: 0 }]),
+      (d) => d.setRecord("g", record("g", 2)),
+      (d) => d.expireGroupOffsets("h", undefined, 1_800_000_000_000, 1000, 1),
+      (d) => d.deleteGroup("h"),
+      (d) => d.commit("i", [entry("t", 0, 7)]),
+    ];
+    for (const write of writes) {
+      await store.mutate(slot, write);
+      states.push(bodyFromSlot(slot, 0, store.slot(slot)));
+    }
+    return states;
+  }
+
+  test("recovery replays records of every kind of change; a torn tail after any record loses only the torn one", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA);
+    const states = await writeEveryKind(store, 1);
+    await store.close();
+    const path = offsetsJournalPath(DATA, 1);
+    const lines = text.decode(await fs.readFile(path)).split("\n").filter(Boolean);
+    expect(lines.length).toBe(states.length - 1);
+    expect(lines.every((line) => line.includes('"version":2'))).toBe(true);
+    for (let k = 0; k < lines.length; k++) {
+      const complete = lines.slice(0, k).map((line) => `${line}\n`).join("");
+      await overwriteFile(fs, path, complete + lines[k]!.slice(0, Math.floor(lines[k]!.length / 2)));
+      const reopened = await OffsetStore.open(fs, DATA);
+      expect(bodyFromSlot(1, 0, reopened.slot(1))).toEqual(states[k]!);
+      // The torn tail is cut off, durably, and the next write lands on a clean end.
+      expect(text.decode(await fs.readFile(path))).toBe(complete);
+      await reopened.close();
+    }
+    await overwriteFile(fs, path, lines.map((line) => `${line}\n`).join(""));
+    expect(bodyFromSlot(1, 0, (await OffsetStore.open(fs, DATA)).slot(1))).toEqual(states.at(-1)!);
+  });
+
+  test("a damaged record before the last one is refused with its position, never skipped", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA);
+    await writeEveryKind(store, 1);
+    await store.close();
+    const path = offsetsJournalPath(DATA, 1);
+    const lines = text.decode(await fs.readFile(path)).split("\n").filter(Boolean);
+    const position = lines.slice(0, 2).reduce((n, line) => n + utf8.encode(line).length + 1, 0);
+    const damaged = [...lines];
+    damaged[2] = damaged[2]!.replace('"offset":10', '"offset":19');
+    expect(damaged[2]).not.toBe(lines[2]);
+    await overwriteFile(fs, path, damaged.map((line) => `${line}\n`).join(""));
+    const error = await openError(fs);
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toContain(`${path} (record at byte ${position})`);
+    expect((error as Error).message).toMatch(/checksum mismatch/);
+    // A record missing from the middle: the next one does not follow.
+    await overwriteFile(fs, path, [lines[0], lines[2]].map((line) => `${line}\n`).join(""));
+    expect(((await openError(fs)) as Error).message).toMatch(/record 3 follows record 1/);
+    // A journal that starts after its checkpoint: the records before are missing.
+    await overwriteFile(fs, path, lines.slice(1).map((line) => `${line}\n`).join(""));
+    expect(((await openError(fs)) as Error).message).toMatch(/record 2 continues a checkpoint at record 0 .*slot-1\.json missing or older/);
+    // A well-formed record that changes what the state does not hold.
+    const stray = encodeState(OFFSETS_JOURNAL_FORMAT, 2, { seq: 2, slot: 1, nextSeq: 50, groups: [{ groupId: "g", uncommit: [{ topic: "t", partitions: [9] }] }] });
+    await overwriteFile(fs, path, `${lines[0]}\n${text.decode(stray)}`);
+    const strayError = await openError(fs);
+    expect(strayError).toBeInstanceOf(CorruptStateError);
+    expect((strayError as Error).message).toMatch(/does not continue the slot's state: it removes the committed offset of group "g" t-9, which does not exist/);
+  });
+
+  test("a data directory of the previous version (whole-state records) loads and goes on in the new version", async () => {
+    const fs = new MemoryFs();
+    await fs.mkdirp(`${DATA}/__cluster/offsets`);
+    const committed = (topic: string, partition: number, offset: number, seq: number) => ({
+      groupId: "g",
+      topic,
+      partition,
+      offset,
+      leaderEpoch: 3,
+      metadata: "",
+      commitTimestampMs: 1_700_000_000_000,
+      expireTimestampMs: null,
+      seq,
+    });
+    const staged = { groupId: "g", producerId: 9, topic: "t", partition: 1, offset: 50, leaderEpoch: 3, metadata: "", commitTimestampMs: 1_700_000_000_000, seq: 2 };
+    const v1Checkpoint = { slot: 4, nextSeq: 2, groups: [record("g", 1)], offsets: [committed("t", 0, 1, 0), committed("t", 1, 2, 1)], staged: [] };
+    const v1States = [
+      { slot: 4, nextSeq: 3, groups: [record("g", 1)], offsets: [committed("t", 0, 1, 0), committed("t", 1, 2, 1)], staged: [staged] },
+      { slot: 4, nextSeq: 4, groups: [record("g", 2)], offsets: [committed("t", 0, 5, 3), committed("t", 1, 2, 1)], staged: [staged] },
+    ];
+    const v1Journal = v1States.map((slot, i) => text.decode(encodeState(OFFSETS_JOURNAL_FORMAT, 1, { seq: i + 1, slot }))).join("");
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 1, v1Checkpoint));
+    await overwriteFile(fs, offsetsJournalPath(DATA, 4), v1Journal);
+    for (const dir of ["/", DATA, `${DATA}/__cluster`, `${DATA}/__cluster/offsets`]) await fs.fsyncDir(dir);
+
+    // The last whole state is the slot.
+    const store = await OffsetStore.open(fs, DATA);
+    expect(bodyFromSlot(4, 0, store.slot(4))).toEqual({ ...v1States[1]!, lastSeq: 0 });
+    // The next write appends a record of changes (version 2, numbered on) after the version 1 records.
+    await store.mutate(4, (d) => d.completeTransaction("g", 9, true));
+    const lines = text.decode(await fs.readFile(offsetsJournalPath(DATA, 4))).split("\n").filter(Boolean);
+    expect(lines.map((line) => (JSON.parse(line) as { version: number; body: { seq: number } })).map((r) => [r.version, r.body.seq])).toEqual([
+      [1, 1],
+      [1, 2],
+      [2, 3],
+    ]);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
+    expect(reopened.slot(4).committed("g", "t", 1)!.offset).toBe(50);
+    expect(reopened.slot(4).committed("g", "t", 0)!.offset).toBe(5);
+    expect(reopened.slot(4).groups.get("g")!.record!.generationId).toBe(2);
+    expect(reopened.slot(4).hasOpenTransactions("g")).toBe(false);
+    // The first compaction writes a version 2 checkpoint, which includes every record so far.
+    await reopened.mutate(4, (d) => d.commit("g", [entry("t", 2, 9)]));
+    await reopened.idle();
+    const expected = bodyFromSlot(4, 0, reopened.slot(4));
+    const checkpoint = JSON.parse(text.decode(await fs.readFile(offsetsSlotPath(DATA, 4)))) as { version: number; body: { lastSeq: number } };
+    expect([checkpoint.version, checkpoint.body.lastSeq]).toEqual([2, 4]);
+    expect((await fs.readFile(offsetsJournalPath(DATA, 4))).length).toBe(0);
+    fs.crash();
+    const compacted = await OffsetStore.open(fs, DATA);
+    expect(compacted.slot(4).committed("g", "t", 2)!.offset).toBe(9);
+    expect(bodyFromSlot(4, 0, compacted.slot(4))).toEqual(expected);
+
+    // A version 1 checkpoint alone loads too; one of version 1 that has a lastSeq is not one.
+    await overwriteFile(fs, offsetsJournalPath(DATA, 4), "");
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 1, v1Checkpoint));
+    expect(bodyFromSlot(4, 0, (await OffsetStore.open(fs, DATA)).slot(4))).toEqual({ ...v1Checkpoint, lastSeq: 0 });
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 1, { ...v1Checkpoint, lastSeq: 3 }));
+    expect(((await openError(fs)) as Error).message).toMatch(/lastSeq is not a field of version 1/);
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 3, { ...v1Checkpoint, lastSeq: 3 }));
+    expect(((await openError(fs)) as Error).message).toMatch(/unknown version 3 of format group-offsets-slot \(this build reads versions 2, 1\)/);
+  });
+
+  test("compaction: the checkpoint names its last record; records it already holds are skipped after a crash before the journal was emptied", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
+    const journal = offsetsJournalPath(DATA, 5);
+    const checkpointPath = offsetsSlotPath(DATA, 5);
+    const writes: ((d: OffsetSlotDraft) => unknown)[] = [
+      (d) => d.commit("g", [entry("t", 0, 100)]),
+      (d) => d.stage("g", 77, [entry("t", 0, 20), entry("t", 1, 21)]),
+      (d) => d.commit("g", [entry("t", 0, 300)]),
+    ];
+    // Every write compacts, and emptying the journal fails each time: the journal keeps every record, as
+    // after a crash between writing a checkpoint and emptying the journal.
+    const checkpoints: Uint8Array[] = [];
+    for (const write of writes) {
+      fs.failNextTruncate(journal);
+      await store.mutate(5, write);
+      await store.idle();
+      checkpoints.push(await fs.readFile(checkpointPath));
+    }
+    const expected = bodyFromSlot(5, 0, store.slot(5));
+    await store.close();
+    fs.crash();
+    const seqs = text
+      .decode(await fs.readFile(journal))
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => (JSON.parse(line) as { body: { seq: number } }).body.seq);
+    expect(seqs).toEqual([1, 2, 3]);
+    expect((JSON.parse(text.decode(checkpoints[2]!)) as { version: number; body: { lastSeq: number } }).body.lastSeq).toBe(3);
+    // All three are in the checkpoint: skipped.
+    expect(bodyFromSlot(5, 0, (await OffsetStore.open(fs, DATA)).slot(5))).toEqual(expected);
+    // A checkpoint at record 2 and records 1-3: 1 and 2 skipped, 3 replayed on top.
+    await overwriteFile(fs, checkpointPath, checkpoints[1]!);
+    const resumed = await OffsetStore.open(fs, DATA);
+    expect(bodyFromSlot(5, 0, resumed.slot(5))).toEqual(expected);
+    // The next record is numbered after the journal's last one, and everything loads again. (The plain
+    // commit of record 3 is newer than the staged t-0, which stays at 300; t-1 takes the staged 21.)
+    await resumed.mutate(5, (d) => d.completeTransaction("g", 77, true));
+    const last = text.decode(await fs.readFile(journal)).split("\n").filter(Boolean).at(-1)!;
+    expect((JSON.parse(last) as { body: { seq: number } }).body.seq).toBe(4);
+    fs.crash();
+    const again = await OffsetStore.open(fs, DATA);
+    expect(again.slot(5).committed("g", "t", 0)!.offset).toBe(300);
+    expect(again.slot(5).committed("g", "t", 1)!.offset).toBe(21);
+    expect(again.slot(5).hasOpenTransactions("g")).toBe(false);
+    // The compaction of an ordinary write empties the journal.
+    const compacting = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
+    await compacting.mutate(5, (d) => d.commit("g", [entry("t", 2, 1)]));
+    await compacting.idle();
+    expect((await fs.readFile(journal)).length).toBe(0);
+    expect((JSON.parse(text.decode(await fs.readFile(checkpointPath))) as { body: { lastSeq: number } }).body.lastSeq).toBe(5);
+  });
+
+  test("a write whose changes cancel out writes the slot's sequence counter only", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA);
+    await store.mutate(0, (d) => {
+      d.commit("g", [entry("t", 0, 1), entry("t", 1, 1)]);
+      d.deleteGroup("g");
+    });
+    expect(store.writesOf(0)).toBe(1);
+    expect(store.slot(0).nextSeq).toBe(2);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(reopened.slot(0).nextSeq).toBe(2);
+    expect(reopened.slot(0).groups.size).toBe(0);
+  });
+
+  test("a failed fsync while compacting is fatal; what was acknowledged survives the crash", async () => {
+    const fs = new MemoryFs();
+    const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
+    await store.mutate(2, (d) => d.commit("g", [entry("t", 0, 1)]));
+    await store.idle();
+    // The checkpoint's tmp file (slot-2.json.<nonce>.tmp) fails its fsync in the compaction after the next write.
+    fs.failNextFsync(offsetsSlotPath(DATA, 2), { target: "file" });
+    await store.mutate(2, (d) => d.stage("g", 3, [entry("t", 0, 2)]));
+    await store.idle();
+    await expect(store.mutate(2, (d) => d.completeTransaction("g", 3, true))).rejects.toBeInstanceOf(FatalError);
+    await expect(store.mutate(0, (d) => d.commit("h", [entry("t", 0, 1)]))).rejects.toBeInstanceOf(FatalError);
+    fs.crash();
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(reopened.slot(2).committed("g", "t", 0)!.offset).toBe(1);
+    expect(reopened.slot(2).stagedOf("g", 3).get("t")!.get(0)!.offset).toBe(2);
   });
 });
