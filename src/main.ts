@@ -152,6 +152,8 @@ async function serve(config: BrokerConfig): Promise<number> {
     maxRequestBytes: config.socketRequestMaxBytes,
     idleTimeoutMs: config.connectionsMaxIdleMs,
     maxConnections: config.maxConnections,
+    maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
+    maxHeldResponseBytes: config.maxHeldResponseBytes,
     dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
     onConnectionError: (error, conn) => {
       // Malformed input costs the client its connection; a FatalError costs the process its life.

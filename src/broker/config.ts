@@ -21,6 +21,14 @@ export interface BrokerConfig {
   connectionsMaxIdleMs: number;
   /** max.connections: connections beyond this are closed on accept (Apache's default is unbounded). */
   maxConnections: number;
+  /**
+   * max.held.response.bytes.per.connection (bunka's own): response bytes one connection may hold (output
+   * its client has not read, responses waiting for an earlier one, fetches' reservations) before it stops
+   * being read; also the most one Fetch answers with. Infinity: no bound.
+   */
+  maxHeldResponseBytesPerConnection: number;
+  /** max.held.response.bytes (bunka's own): the same across all connections, by equal shares. Infinity: no bound. */
+  maxHeldResponseBytes: number;
   /** auto.create.topics.enable */
   autoCreateTopicsEnable: boolean;
   /** num.partitions: partitions of an auto-created topic, or CreateTopics with -1 */
@@ -76,6 +84,8 @@ export function defaultBrokerConfig(): BrokerConfig {
     socketRequestMaxBytes: 104857600,
     connectionsMaxIdleMs: 600000,
     maxConnections: 10000,
+    maxHeldResponseBytesPerConnection: 100 * 1024 * 1024,
+    maxHeldResponseBytes: 512 * 1024 * 1024,
     autoCreateTopicsEnable: true,
     numPartitions: 1,
     topicConfigDefaults: {},

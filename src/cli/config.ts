@@ -57,6 +57,13 @@ function parseBoolean(value: string, origin: Origin): boolean {
   throw new ConfigError(`${origin}: expected true or false, got ${quote(value)}`);
 }
 
+/** A byte bound: a positive integer, or -1 for none (Infinity). */
+function parseByteBound(value: string, origin: Origin): number {
+  const n = parseInteger(value, origin, -1, Number.MAX_SAFE_INTEGER);
+  if (n === 0) throw new ConfigError(`${origin}: expected a positive number of bytes or -1 (no bound), got ${quote(value)}`);
+  return n < 0 ? Number.POSITIVE_INFINITY : n;
+}
+
 function parseChoice<T extends string>(value: string, origin: Origin, choices: readonly T[]): T {
   const v = value.trim() as T;
   if (choices.includes(v)) return v;
@@ -181,6 +188,12 @@ export const SETTINGS: readonly Setting[] = [
   // -1 (any value <= 0) disables the idle check, as in Apache.
   { fileKey: "connections.max.idle.ms", apply: (c, v, o) => void (c.connectionsMaxIdleMs = parseInteger(v, o, -1, INT32_MAX)) },
   { fileKey: "max.connections", apply: (c, v, o) => void (c.maxConnections = parseInteger(v, o, 1, INT32_MAX)) },
+  // bunka's own, in Apache's style: response bytes held in memory per connection and for all of them.
+  {
+    fileKey: "max.held.response.bytes.per.connection",
+    apply: (c, v, o) => void (c.maxHeldResponseBytesPerConnection = parseByteBound(v, o)),
+  },
+  { fileKey: "max.held.response.bytes", apply: (c, v, o) => void (c.maxHeldResponseBytes = parseByteBound(v, o)) },
   { fileKey: "auto.create.topics.enable", apply: (c, v, o) => void (c.autoCreateTopicsEnable = parseBoolean(v, o)) },
   { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
   ...TOPIC_DEFAULT_SETTINGS,

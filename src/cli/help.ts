@@ -127,6 +127,9 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
     offsets.retention.minutes         (default 10080)
     max.incremental.fetch.session.cache.slots  (default 1000; 0 creates no fetch session)
     min.incremental.fetch.session.eviction.ms  (default 120000)
+  and bunka's own, the response bytes held in memory before connections stop being read (-1: no bound):
+    max.held.response.bytes.per.connection  (default 104857600)
+    max.held.response.bytes           (default 536870912, all connections together)
   An unknown key is an error.
 
 Precedence, highest first: flags > environment variables > config file > defaults.

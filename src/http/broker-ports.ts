@@ -74,6 +74,10 @@ const WARNINGS_MAX = 100;
 /** What the HTTP side needs from the Kafka listener (net/kafka-listener.ts KafkaListener satisfies it). */
 export interface ListenerStats {
   connectionCount(): number;
+  /** Response bytes held for all connections (queued output, responses waiting for their turn, reservations). */
+  heldResponseBytes?(): number;
+  /** Connections not reading, by reason (output, in-flight, connection-bytes, broker-bytes). */
+  pausedConnections?(): Readonly<Record<string, number>>;
 }
 
 export interface BrokerQueryPortsOptions {
@@ -226,6 +230,21 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     out.sample("bunka_ready", undefined, readiness.ready ? 1 : 0);
     out.family("bunka_connections", "gauge", "Open Kafka connections.");
     out.sample("bunka_connections", undefined, this.listener?.connectionCount() ?? 0);
+    out.family(
+      "bunka_response_bytes_held",
+      "gauge",
+      "Kafka response bytes held for all connections: output the clients have not read, responses waiting for an earlier one, and what fetches being answered reserved.",
+    );
+    out.sample("bunka_response_bytes_held", undefined, this.listener?.heldResponseBytes?.() ?? 0);
+    out.family(
+      "bunka_connections_paused",
+      "gauge",
+      "Kafka connections not reading, by reason: output (the client does not read fast enough), in_flight (too many requests pending), connection_bytes (the connection holds its bound of response bytes), broker_bytes (all connections together hold theirs and this one at least its share).",
+    );
+    const paused = this.listener?.pausedConnections?.() ?? {};
+    for (const reason of ["output", "in-flight", "connection-bytes", "broker-bytes"]) {
+      out.sample("bunka_connections_paused", { reason: reason.replace("-", "_") }, paused[reason] ?? 0);
+    }
     this.opts.metrics.writeTo(out);
 
     const topics = services.topics.list();

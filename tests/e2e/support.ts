@@ -84,6 +84,8 @@ export async function startInProcessStack(appOptions: HttpAppOptions = {}): Prom
     port: 0,
     maxRequestBytes: config.socketRequestMaxBytes,
     idleTimeoutMs: config.connectionsMaxIdleMs,
+    maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
+    maxHeldResponseBytes: config.maxHeldResponseBytes,
     dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
     log: silentLogger,
   });

@@ -55,6 +55,8 @@ export async function startTestBroker(
       port,
       maxRequestBytes: config.socketRequestMaxBytes,
       idleTimeoutMs: config.connectionsMaxIdleMs,
+      maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
+      maxHeldResponseBytes: config.maxHeldResponseBytes,
       dispatch: (frame, conn) => broker.dispatch(frame, conn),
       log,
     });

@@ -267,6 +267,24 @@ describe("config file", () => {
     expect(configError(() => parse(["--config", "f"], {}, files({ f: "socket.request.max.bytes=1e6" })))).toContain("integer");
   });
 
+  test("the response byte bounds: a positive count, or -1 for no bound; 0 and other negatives are refused", () => {
+    const read = (text: string) => parse(["--config", "f"], {}, files({ f: text }));
+    expect(read("").maxHeldResponseBytesPerConnection).toBe(104857600);
+    expect(read("").maxHeldResponseBytes).toBe(536870912);
+    const set = read("max.held.response.bytes.per.connection=1048576\nmax.held.response.bytes=8589934592");
+    expect(set.maxHeldResponseBytesPerConnection).toBe(1048576);
+    expect(set.maxHeldResponseBytes).toBe(8589934592);
+    const unbounded = read("max.held.response.bytes.per.connection=-1\nmax.held.response.bytes=-1");
+    expect(unbounded.maxHeldResponseBytesPerConnection).toBe(Number.POSITIVE_INFINITY);
+    expect(unbounded.maxHeldResponseBytes).toBe(Number.POSITIVE_INFINITY);
+    const refusal = (line: string) => configError(() => read(line));
+    expect(refusal("max.held.response.bytes=0")).toBe(
+      'f line 1 (max.held.response.bytes): expected a positive number of bytes or -1 (no bound), got "0"',
+    );
+    expect(refusal("max.held.response.bytes.per.connection=-2")).toContain("out of range");
+    expect(refusal("max.held.response.bytes=100MB")).toContain("integer");
+  });
+
   test("broker-level topic defaults are checked with the topic config rules, in Apache's words", () => {
     const refusal = (line: string) => configError(() => parse(["--config", "f"], {}, files({ f: line })));
     expect(refusal("log.segment.bytes=13")).toBe("f line 1 (log.segment.bytes): Invalid value 13 for configuration log.segment.bytes: Value must be at least 14");

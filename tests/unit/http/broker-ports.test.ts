@@ -216,6 +216,30 @@ describe("BrokerQueryPorts", () => {
     }
   });
 
+  test("metrics: the listener's response bytes held and its paused connections by reason", async () => {
+    const { ports } = await setup();
+    ports.setListener({
+      connectionCount: () => 5,
+      heldResponseBytes: () => 123_456,
+      pausedConnections: () => ({ output: 1, "in-flight": 0, "connection-bytes": 2, "broker-bytes": 3 }),
+    });
+    const lines = (await ports.metrics()).split("\n");
+    for (const line of [
+      "bunka_response_bytes_held 123456",
+      'bunka_connections_paused{reason="output"} 1',
+      'bunka_connections_paused{reason="in_flight"} 0',
+      'bunka_connections_paused{reason="connection_bytes"} 2',
+      'bunka_connections_paused{reason="broker_bytes"} 3',
+    ]) {
+      expect(lines).toContain(line);
+    }
+    // A listener that does not report them (an older embedding) still gets every series, at 0.
+    ports.setListener({ connectionCount: () => 0 });
+    const bare = (await ports.metrics()).split("\n");
+    expect(bare).toContain("bunka_response_bytes_held 0");
+    expect(bare).toContain('bunka_connections_paused{reason="broker_bytes"} 0');
+  });
+
   test("the app over the real ports: JSON and MessagePack agree", async () => {
     const { broker, ports } = await setup();
     ports.setListener({ connectionCount: () => 0 });
