@@ -252,6 +252,25 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     out.sample("bunka_topics", undefined, topics.length);
     out.family("bunka_partitions", "gauge", "Partitions of all topics.");
     out.sample("bunka_partitions", undefined, topics.reduce((sum, t) => sum + t.partitions, 0));
+    // Fetch sessions (KIP-227): how many the cache holds, and how Fetch v7+ requests used them.
+    const sessions = this.opts.broker.services.fetchSessions.stats();
+    out.family("bunka_fetch_sessions", "gauge", "Incremental fetch sessions in the cache (max.incremental.fetch.session.cache.slots bounds them).");
+    out.sample("bunka_fetch_sessions", undefined, sessions.sessions);
+    out.family("bunka_fetch_session_partitions", "gauge", "Partitions remembered by all fetch sessions together.");
+    out.sample("bunka_fetch_session_partitions", undefined, sessions.partitions);
+    out.family("bunka_fetch_sessions_created_total", "counter", "Fetch sessions created (a full request with epoch 0 that found room).");
+    out.sample("bunka_fetch_sessions_created_total", undefined, sessions.sessionsCreated);
+    out.family("bunka_fetch_session_evictions_total", "counter", "Fetch sessions removed to make room for a new one.");
+    out.sample("bunka_fetch_session_evictions_total", undefined, sessions.evictions);
+    out.family(
+      "bunka_fetch_requests_total",
+      "counter",
+      "Fetch v7+ requests by what they were: full (may open a session), incremental (served from a session), sessionless (epoch -1, or no room), error (a session error: 70, 71 or 106).",
+    );
+    out.sample("bunka_fetch_requests_total", { session: "full" }, sessions.fullRequests);
+    out.sample("bunka_fetch_requests_total", { session: "incremental" }, sessions.incrementalRequests);
+    out.sample("bunka_fetch_requests_total", { session: "sessionless" }, sessions.sessionlessRequests);
+    out.sample("bunka_fetch_requests_total", { session: "error" }, sessions.sessionErrors);
     const open = (await this.openPartitions()).sort((a, b) =>
       a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition,
     );
