@@ -15,7 +15,8 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * A transactional Java producer (KafkaProducer with transactional.id) for tests/interop/transactions-java.test.ts.
+ * A transactional Java producer (KafkaProducer with transactional.id) for tests/interop/transactions-java.test.ts
+ * and tests/fault/endtxn-answered-crash.test.ts (mode decide).
  *
  *   java TxnProducer <mode> <bootstrap> <topic> <transactionalId> <prefix> <args...> [producer.config=value ...]
  *
@@ -33,6 +34,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                     copier does); prints OPEN, waits for a line on stdin, then commits or aborts and prints
  *                     COMMITTED 0 / ABORTED 0 with the milliseconds the EndTxn took (retries across a broker
  *                     restart included).
+ *   decide <partitions> <n> <commit|abort> [<group> <offset>]  one transaction of n records over the partitions
+ *                     (with the group's offset + p for every partition p when a group is given:
+ *                     sendOffsetsToTransaction), then commits or aborts at once and prints COMMITTED 0 /
+ *                     ABORTED 0 with the milliseconds the EndTxn took, as soon as it returned.
  * Prints READY after initTransactions, and DONE at the end. Any unexpected exception: FAILED <class> <message>, exit 1.
  */
 public class TxnProducer {
@@ -62,6 +67,7 @@ public class TxnProducer {
         case "batches": batches(producer, topic, prefix, rest); break;
         case "zombie": zombie(producer, topic, prefix, Integer.parseInt(rest.get(0))); break;
         case "hang": hang(producer, topic, prefix, Integer.parseInt(rest.get(0))); break;
+        case "decide": decide(producer, topic, prefix, rest); break;
         case "once": once(producer, topic, prefix, Integer.parseInt(rest.get(0)), rest.get(1), rest.size() > 3 ? rest.get(2) : null, rest.size() > 3 ? Long.parseLong(rest.get(3)) : -1); break;
         default: throw new IllegalArgumentException("unknown mode " + mode);
       }
@@ -159,6 +165,11 @@ public class TxnProducer {
     }
     say("OPEN");
     new BufferedReader(new InputStreamReader(System.in)).readLine();
+    endTimed(producer, end);
+  }
+
+  /** Commits or aborts the open transaction, then prints COMMITTED 0 / ABORTED 0 and the milliseconds it took. */
+  static void endTimed(KafkaProducer<String, String> producer, String end) {
     long start = System.nanoTime();
     if (end.equals("commit")) {
       producer.commitTransaction();
@@ -167,5 +178,19 @@ public class TxnProducer {
       producer.abortTransaction();
       say("ABORTED 0 " + (System.nanoTime() - start) / 1_000_000);
     }
+  }
+
+  static void decide(KafkaProducer<String, String> producer, String topic, String prefix, List<String> rest) throws Exception {
+    int partitions = Integer.parseInt(rest.get(0));
+    int n = Integer.parseInt(rest.get(1));
+    producer.beginTransaction();
+    for (Future<RecordMetadata> f : send(producer, topic, partitions, prefix, 0, n)) f.get();
+    if (rest.size() > 4) {
+      long offset = Long.parseLong(rest.get(4));
+      Map<TopicPartition, OffsetAndMetadata> offsets = new java.util.HashMap<>();
+      for (int p = 0; p < partitions; p++) offsets.put(new TopicPartition(topic, p), new OffsetAndMetadata(offset + p));
+      producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(rest.get(3)));
+    }
+    endTimed(producer, rest.get(2));
   }
 }

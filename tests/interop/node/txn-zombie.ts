@@ -1,8 +1,10 @@
 /**
- * Zombie fencing with kafkajs, for tests/interop/transactions-clients.test.ts.
+ * Zombie fencing with kafkajs, for tests/interop/transactions-clients.test.ts, and one transaction decided
+ * across a broker crash, for tests/fault/endtxn-answered-crash.test.ts (decide).
  *
  *   bun tests/interop/node/txn-zombie.ts zombie BOOTSTRAP TOPIC TXN_ID PREFIX N LATE_PARTITION
  *   bun tests/interop/node/txn-zombie.ts batches BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS TXNS PER_TXN
+ *   bun tests/interop/node/txn-zombie.ts decide BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS N commit|abort [GROUP OFFSET]
  *
  * Every record has key "<prefix>-<txn>-<i>" and the same value.
  *
@@ -16,7 +18,11 @@
  * batches: connect, then TXNS transactions of PER_TXN records (record i to partition i % PARTITIONS), each
  * committed: COMMITTED <t>.
  *
- * Both print READY after connect and DONE at the end; an unexpected error prints FAILED <error>, exits 1.
+ * decide: connect, one transaction of N records (record i to partition i % PARTITIONS), with GROUP's offsets
+ * OFFSET + p of every partition p when a group is given (transaction.sendOffsets), then commits or aborts at
+ * once: COMMITTED 0 / ABORTED 0 as soon as the call returned.
+ *
+ * All print READY after connect and DONE at the end; an unexpected error prints FAILED <error>, exits 1.
  */
 import { Kafka, logLevel, type Producer, type Transaction } from "kafkajs";
 
@@ -88,6 +94,18 @@ async function batches(producer: Producer, partitions: number, txns: number, per
   }
 }
 
+async function decide(producer: Producer, partitions: number, n: number, end: string, group?: string, offset = 0): Promise<void> {
+  const txn = await producer.transaction();
+  const messages = Array.from({ length: n }, (_, i) => ({ key: key(0, i), value: key(0, i), partition: i % partitions }));
+  await txn.send({ topic: topic!, acks: -1, messages });
+  if (group !== undefined) {
+    const offsets = Array.from({ length: partitions }, (_, p) => ({ partition: p, offset: String(offset + p) }));
+    await txn.sendOffsets({ consumerGroupId: group, topics: [{ topic: topic!, partitions: offsets }] });
+  }
+  await (end === "commit" ? txn.commit() : txn.abort());
+  say(end === "commit" ? "COMMITTED 0" : "ABORTED 0");
+}
+
 async function main(): Promise<void> {
   const kafka = new Kafka({
     clientId: transactionalId,
@@ -103,6 +121,7 @@ async function main(): Promise<void> {
     say("READY");
     if (mode === "zombie") await zombie(producer, Number(rest[0]), Number(rest[1]));
     else if (mode === "batches") await batches(producer, Number(rest[0]), Number(rest[1]), Number(rest[2]));
+    else if (mode === "decide") await decide(producer, Number(rest[0]), Number(rest[1]), rest[2]!, rest[3], Number(rest[4] ?? 0));
     else throw new Error(`unknown mode ${mode}`);
     say("DONE");
   } catch (e) {

@@ -1,7 +1,9 @@
-"""Zombie fencing with librdkafka (confluent-kafka), for tests/interop/transactions-clients.test.ts.
+"""Zombie fencing with librdkafka (confluent-kafka), for tests/interop/transactions-clients.test.ts, and one
+transaction decided across a broker crash, for tests/fault/endtxn-answered-crash.test.ts (decide).
 
     txn_zombie.py zombie BOOTSTRAP TOPIC TXN_ID PREFIX N LATE_PARTITION
     txn_zombie.py batches BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS TXNS PER_TXN
+    txn_zombie.py decide BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS N commit|abort [GROUP OFFSET]
     txn_zombie.py read BOOTSTRAP TOPIC PARTITIONS ISOLATION
 
 Every record has key "<prefix>-<txn>-<i>" and the same value.
@@ -16,18 +18,23 @@ retriable=<bool> abortable=<bool> <message>" (KafkaError's own view: abortable i
 batches: init_transactions, then TXNS transactions of PER_TXN records (record i to partition i % PARTITIONS),
 each committed: COMMITTED <t>.
 
+decide: init_transactions, one transaction of N records (record i to partition i % PARTITIONS), with GROUP's
+offsets OFFSET + p of every partition p when a group is given (send_offsets_to_transaction, with the group
+metadata of a consumer that never joins: generation -1, no member id), then commits or aborts at once:
+COMMITTED 0 / ABORTED 0 as soon as the call returned.
+
 read: reads partitions 0..PARTITIONS-1 of TOPIC from the beginning with isolation.level ISOLATION
 (read_committed / read_uncommitted) through assign() (no group), up to each partition's end, and prints
 {"<partition>": [[offset, key], ...]} as one JSON line.
 
-zombie and batches print READY after init_transactions and DONE at the end; an unexpected exception prints
+zombie, batches and decide print READY after init_transactions and DONE at the end; an unexpected exception prints
 FAILED <error> and exits 1.
 """
 import json
 import sys
 
 from read_to_end import read_to_end
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 # Bounds every blocking call: a hung client fails the test with its output rather than hanging it.
 CALL_TIMEOUT_S = 20
@@ -117,6 +124,27 @@ def batches(producer, topic, prefix, partitions, txns, per_txn):
         say(f"COMMITTED {t}")
 
 
+def decide(producer, bootstrap, topic, prefix, partitions, n, end, group=None, offset=0):
+    producer.begin_transaction()
+    for i in range(n):
+        producer.produce(topic, key=f"{prefix}-0-{i}", value=f"{prefix}-0-{i}", partition=i % partitions)
+    if group is not None:
+        # The group's metadata comes from a consumer; one that never subscribes sends the offsets as a
+        # copier outside the group would (generation -1).
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            offsets = [TopicPartition(topic, p, offset + p) for p in range(partitions)]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+        finally:
+            consumer.close()
+    if end == "commit":
+        producer.commit_transaction(CALL_TIMEOUT_S)
+        say("COMMITTED 0")
+    else:
+        producer.abort_transaction(CALL_TIMEOUT_S)
+        say("ABORTED 0")
+
+
 def read(bootstrap, topic, partitions, isolation):
     say(json.dumps(read_to_end(bootstrap, topic, partitions, isolation, lambda msg: [msg.offset(), msg.key().decode()])))
 
@@ -127,7 +155,7 @@ def main():
     if mode == "read":
         read(bootstrap, topic, int(a[0]), a[1])
         return
-    if mode not in ("zombie", "batches"):
+    if mode not in ("zombie", "batches", "decide"):
         print(__doc__, file=sys.stderr)
         sys.exit(64)
     producer = producer_for(bootstrap, a[0])
@@ -136,6 +164,9 @@ def main():
         say("READY")
         if mode == "zombie":
             zombie(producer, topic, a[1], int(a[2]), int(a[3]))
+        elif mode == "decide":
+            group = (a[5], int(a[6])) if len(a) > 6 else ()
+            decide(producer, bootstrap, topic, a[1], int(a[2]), int(a[3]), a[4], *group)
         else:
             batches(producer, topic, a[1], int(a[2]), int(a[3]), int(a[4]))
         say("DONE")

@@ -1,7 +1,9 @@
-// Zombie fencing with franz-go, for tests/interop/transactions-clients.test.ts.
+// Zombie fencing with franz-go, for tests/interop/transactions-clients.test.ts, and one transaction decided
+// across a broker crash, for tests/fault/endtxn-answered-crash.test.ts (decide).
 //
 //	txn-zombie zombie BOOTSTRAP TOPIC TXN_ID PREFIX N LATE_PARTITION
 //	txn-zombie batches BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS TXNS PER_TXN
+//	txn-zombie decide BOOTSTRAP TOPIC TXN_ID PREFIX PARTITIONS N commit|abort
 //
 // Every record has key "<prefix>-<txn>-<i>" and the same value.
 //
@@ -15,7 +17,11 @@
 // batches: InitProducerId, then TXNS transactions of PER_TXN records (record i to partition i % PARTITIONS),
 // each committed: COMMITTED <t>.
 //
-// Both print READY after InitProducerId and DONE at the end; an unexpected error prints FAILED <error>, exits 1.
+// decide: InitProducerId, one transaction of N records (record i to partition i % PARTITIONS), then commits
+// or aborts at once (EndTransaction TryCommit / TryAbort): COMMITTED 0 / ABORTED 0 as soon as it returned.
+// No group offsets: franz-go commits offsets in a transaction only from a GroupTransactSession's consumer.
+//
+// All print READY after InitProducerId and DONE at the end; an unexpected error prints FAILED <error>, exits 1.
 package main
 
 import (
@@ -60,7 +66,7 @@ func atoi(s string) int {
 
 func main() {
 	if len(os.Args) < 6 {
-		fmt.Fprintln(os.Stderr, "usage: txn-zombie zombie|batches BOOTSTRAP TOPIC TXN_ID PREFIX ...")
+		fmt.Fprintln(os.Stderr, "usage: txn-zombie zombie|batches|decide BOOTSTRAP TOPIC TXN_ID PREFIX ...")
 		os.Exit(64)
 	}
 	mode, bootstrap, topic, txnID, prefix, rest := os.Args[1], os.Args[2], os.Args[3], os.Args[4], os.Args[5], os.Args[6:]
@@ -85,6 +91,21 @@ func main() {
 		failed("InitProducerId: %s", describe(err))
 	}
 	say("READY")
+
+	// produceTxn begins transaction t and writes n records to it (record i to partition i % partitions),
+	// every one acknowledged.
+	produceTxn := func(t, partitions, n int) {
+		if err := cl.BeginTransaction(); err != nil {
+			failed("begin: %s", describe(err))
+		}
+		records := make([]*kgo.Record, 0, n)
+		for i := 0; i < n; i++ {
+			records = append(records, record(t, i, i%partitions))
+		}
+		if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+			failed("produce: %s", describe(err))
+		}
+	}
 
 	switch mode {
 	case "zombie":
@@ -132,20 +153,27 @@ func main() {
 		}
 		partitions, txns, perTxn := atoi(rest[0]), atoi(rest[1]), atoi(rest[2])
 		for t := 0; t < txns; t++ {
-			if err := cl.BeginTransaction(); err != nil {
-				failed("begin: %s", describe(err))
-			}
-			records := make([]*kgo.Record, 0, perTxn)
-			for i := 0; i < perTxn; i++ {
-				records = append(records, record(t, i, i%partitions))
-			}
-			if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
-				failed("produce: %s", describe(err))
-			}
+			produceTxn(t, partitions, perTxn)
 			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 				failed("commit: %s", describe(err))
 			}
 			say("COMMITTED %d", t)
+		}
+	case "decide":
+		if len(rest) != 3 || (rest[2] != "commit" && rest[2] != "abort") {
+			failed("decide needs PARTITIONS N commit|abort")
+		}
+		produceTxn(0, atoi(rest[0]), atoi(rest[1]))
+		if rest[2] == "commit" {
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				failed("commit: %s", describe(err))
+			}
+			say("COMMITTED 0")
+		} else {
+			if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+				failed("abort: %s", describe(err))
+			}
+			say("ABORTED 0")
 		}
 	default:
 		failed("unknown mode %s", mode)
