@@ -22,7 +22,7 @@
  * fsyncing it costs one (~0.35 ms), and offset commits (OffsetCommit, TxnOffsetCommit, EndTxn's offset
  * hook) are on the hot path of every consumer group. A record carries only the groups and partitions the
  * write changed, so a TxnOffsetCommit or an EndTxn costs bytes in proportion to its own offsets, not to
- * the slot: with 100 groups x 100 partitions in a slot, a transaction of 10 partitions appends ~2.8 KiB
+ * the slot: with 100 groups x 100 partitions in a slot, a transaction of 10 partitions appends ~1.6 KiB
  * where whole-state records appended 3.7 MiB (docs/benchmarks.md, "Offset store"). The journal is folded
  * into the checkpoint ("compaction": an atomic rewrite of slot-N.json with the durable state and the
  * sequence number of the journal's last record, then the journal is emptied and that is fsynced) once it
