@@ -58,6 +58,7 @@ import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { decodeRecordSet, readPartitionFully, utf8, type DecodedBatch } from "../support/record-decoder.ts";
 import { describeTxn, isAbortMarker, isCommitMarker, latestOffset } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
+import { until } from "../support/wait.ts";
 
 const PARTITIONS = 3;
 const RECORDS = 9;
@@ -188,15 +189,6 @@ async function describeOnceLoaded(c: WireClient, transactionalId: string): Promi
   });
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await Bun.sleep(50);
-  }
-}
 
 type PartitionKeys = Record<string, [number, string][]>;
 

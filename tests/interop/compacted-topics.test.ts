@@ -67,6 +67,7 @@ import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
+import { until } from "../support/wait.ts";
 
 const TIMEOUT = 180_000;
 const CLEANER_BACKOFF_MS = 100;
@@ -261,15 +262,6 @@ async function withClient<T>(side: Side, fn: (client: WireClient) => Promise<T>)
   }
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await Bun.sleep(50);
-  }
-}
 
 async function createTopics(side: Side): Promise<void> {
   await withClient(side, async (client) => {

@@ -47,6 +47,7 @@ import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { describeTxn, isAbortMarker, isCommitMarker, latestOffset, markerKinds } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
+import { until } from "../support/wait.ts";
 
 const TIMEOUT = 120_000;
 const JAVA_SOURCES = join(import.meta.dir, "java");
@@ -163,15 +164,6 @@ async function stableOffset(c: WireClient, group: string, topic: string): Promis
   return Number(p.committedOffset);
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await Bun.sleep(100);
-  }
-}
 
 
 // ---------------------------------------------------------------------------------------------
