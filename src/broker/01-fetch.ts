@@ -40,6 +40,7 @@ import { EMPTY_BYTES, ZERO_UUID } from "../protocol/codec-support.ts";
 import type { FetchRequest } from "../protocol/generated/fetch-request.ts";
 import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../protocol/generated/fetch-response.ts";
 import type { Partition } from "../storage/partition.ts";
+import { FetchArena, FetchArenaPool } from "./fetch-arena.ts";
 import type { Handler, ResponseBudget } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -98,8 +99,24 @@ function outcomeOf(answer: FetchResponse_PartitionDataInit): FetchPartitionOutco
   };
 }
 
+/** What one partition's read may take beyond its max bytes: the walk from an index entry, a batch header. */
+const READ_SLACK_BYTES = 4096 + 61;
+
+/** An upper bound of the encoded answer, so that it is encoded into one buffer (Handler.responseSizeHint). */
+function responseSizeOf(response: FetchResponseInit): number {
+  let size = 64;
+  for (const t of response.responses ?? []) {
+    size += 32 + 3 * (t.topic?.length ?? 0);
+    for (const p of t.partitions ?? []) size += 64 + 16 * (p.abortedTransactions?.length ?? 0) + (p.records?.length ?? 0);
+  }
+  return size;
+}
+
 export function fetchHandler(services: BrokerServices): Handler<FetchRequest, FetchResponseInit> {
   const { topics, partitions, clock, fetchSessions } = services;
+  const arenas = new FetchArenaPool();
+  /** The arena an answer's records are views of, until the answer is encoded. */
+  const arenaOf = new WeakMap<FetchResponseInit, FetchArena>();
 
   return {
     apiKey: 1,
@@ -137,53 +154,76 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
 
       const budget = ctx.connection.responseBudget;
       const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
-      let answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget);
-      // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
-      while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
-        const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
-        if (!woke) break;
-        // The answer read before is dropped, and so is its reservation.
-        budget?.adjust(-answers.bytes);
-        answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget);
-      }
-
-      let sessionId = 0;
-      let include: boolean[] | undefined;
-      if (context.kind === "full") {
-        sessionId = fetchSessions.completeFull(context, answers.partitions.map(outcomeOf), clock.monotonicMs());
-      } else if (context.kind === "incremental") {
-        const answer = fetchSessions.completeIncremental(context, answers.partitions.map(outcomeOf));
-        if (answer.kind === "error") {
-          // Nothing read goes out: give its reservation back.
+      let wantedBytes = 0;
+      for (const w of wanted) wantedBytes += Math.max(0, w.partitionMaxBytes) + READ_SLACK_BYTES;
+      const arena = wanted.length === 0 ? undefined : arenas.acquire(Math.min(wantedBytes, Math.max(0, request.maxBytes) + READ_SLACK_BYTES));
+      let handedOver = false;
+      try {
+        let answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
+        // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
+        while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
+          const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
+          if (!woke) break;
+          // The answer read before is dropped, and so is its reservation.
           budget?.adjust(-answers.bytes);
-          return sessionError(answer.errorCode, answer.sessionId);
+          answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
         }
-        sessionId = answer.sessionId;
-        include = answer.include;
-      }
 
-      // Group per topic, in the order the partitions were read; consecutive partitions of one topic share
-      // an entry.
-      const byTopic: { topic: string; topicId: string; partitions: FetchResponse_PartitionDataInit[] }[] = [];
-      for (const [i, w] of wanted.entries()) {
-        if (include !== undefined && !include[i]) continue;
-        const key = usesTopicIds ? w.topicId : w.topic;
-        let group = byTopic[byTopic.length - 1];
-        if (!group || (usesTopicIds ? group.topicId : group.topic) !== key) {
-          group = { topic: usesTopicIds ? "" : w.topic, topicId: w.topicId, partitions: [] };
-          byTopic.push(group);
+        let sessionId = 0;
+        let include: boolean[] | undefined;
+        if (context.kind === "full") {
+          sessionId = fetchSessions.completeFull(context, answers.partitions.map(outcomeOf), clock.monotonicMs());
+        } else if (context.kind === "incremental") {
+          const answer = fetchSessions.completeIncremental(context, answers.partitions.map(outcomeOf));
+          if (answer.kind === "error") {
+            // Nothing read goes out: give its reservation back.
+            budget?.adjust(-answers.bytes);
+            return sessionError(answer.errorCode, answer.sessionId);
+          }
+          sessionId = answer.sessionId;
+          include = answer.include;
         }
-        group.partitions.push(answers.partitions[i]!);
+
+        // Group per topic, in the order the partitions were read; consecutive partitions of one topic share
+        // an entry.
+        const byTopic: { topic: string; topicId: string; partitions: FetchResponse_PartitionDataInit[] }[] = [];
+        for (const [i, w] of wanted.entries()) {
+          if (include !== undefined && !include[i]) continue;
+          const key = usesTopicIds ? w.topicId : w.topic;
+          let group = byTopic[byTopic.length - 1];
+          if (!group || (usesTopicIds ? group.topicId : group.topic) !== key) {
+            group = { topic: usesTopicIds ? "" : w.topic, topicId: w.topicId, partitions: [] };
+            byTopic.push(group);
+          }
+          group.partitions.push(answers.partitions[i]!);
+        }
+        const response: FetchResponseInit = {
+          throttleTimeMs: 0,
+          errorCode: ErrorCode.NONE,
+          sessionId,
+          responses: byTopic.map((g) => ({ topic: g.topic, topicId: usesTopicIds ? g.topicId : ZERO_UUID, partitions: g.partitions })),
+        };
+        if (arena !== undefined) {
+          arenaOf.set(response, arena);
+          handedOver = true;
+        }
+        return response;
+      } finally {
+        // An answer that does not go out (a session error, a failure) frees its arena at once.
+        if (arena !== undefined && !handedOver) arenas.release(arena);
       }
-      return {
-        throttleTimeMs: 0,
-        errorCode: ErrorCode.NONE,
-        sessionId,
-        responses: byTopic.map((g) => ({ topic: g.topic, topicId: usesTopicIds ? g.topicId : ZERO_UUID, partitions: g.partitions })),
-      };
     },
     errorResponse(_request, errorCode) {
       return { errorCode, sessionId: 0, responses: [] };
+    },
+    responseSizeHint(response) {
+      return responseSizeOf(response);
+    },
+    responseEncoded(response) {
+      const arena = arenaOf.get(response);
+      if (arena === undefined) return;
+      arenaOf.delete(response);
+      arenas.release(arena);
     },
   };
 
@@ -199,7 +239,10 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     readCommitted: boolean,
     usesTopicIds: boolean,
     budget: ResponseBudget | undefined,
+    arena: FetchArena | undefined,
   ): Promise<{ partitions: FetchResponse_PartitionDataInit[]; bytes: number; hasError: boolean }> {
+    // A read again (after a wait) replaces what was read before: its memory is reused.
+    arena?.reset();
     let remaining = maxBytes;
     let total = 0;
     let hasError = false;
@@ -244,7 +287,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
         out.push(base);
         continue;
       }
-      const read = await log.read(w.fetchOffset, granted, { minOneBatch, upToOffset: upTo });
+      const read = await log.read(w.fetchOffset, granted, { minOneBatch, upToOffset: upTo, ...(arena === undefined ? {} : { buffers: arena }) });
       budget?.adjust((read.kind === "records" ? read.bytes.length : 0) - granted);
       if (read.kind === "offset-out-of-range") {
         out.push({ ...base, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE, logStartOffset: read.logStartOffset });

@@ -68,13 +68,16 @@ export class Dispatcher {
     this.observer?.onRequest(apiKey, apiVersion, performance.now() - startedMs, errored);
     if (response === null) return null;
     try {
-      return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response));
+      const sizeHint = handler.responseSizeHint?.(response, apiVersion);
+      return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response), sizeHint);
     } catch (error) {
       // A response the handler built but the version cannot carry is our bug, not the client's: answer
       // UNKNOWN_SERVER_ERROR like any other handler failure. If even that cannot be encoded, the connection closes.
       this.log.error("response could not be encoded", { apiKey, apiVersion, error: String((error as Error)?.stack ?? error) });
       const fallback = handler.errorResponse(request, ErrorCode.UNKNOWN_SERVER_ERROR, apiVersion);
       return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, fallback));
+    } finally {
+      handler.responseEncoded?.(response);
     }
   }
 }

@@ -46,6 +46,13 @@ export interface Handler<Request = any, Response = any> {
    * in the shape Apache gives for that API).
    */
   errorResponse(request: Request, errorCode: number, apiVersion: number): Response;
+  /**
+   * The encoded size of `response`, or a close upper bound, so that it is encoded into one buffer of that
+   * size instead of one that doubles as it fills (large answers: Fetch). Absent: the buffer grows.
+   */
+  responseSizeHint?(response: Response, apiVersion: number): number;
+  /** Called once `response` is encoded (or failed to be): whatever it pointed into may be reused. */
+  responseEncoded?(response: Response): void;
 }
 
 /**

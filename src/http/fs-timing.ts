@@ -24,6 +24,7 @@ function timedHandle(handle: FileHandle, monotonicMs: () => number, observe: Fsy
   return {
     write: (data, position) => handle.write(data, position),
     read: (length, position) => handle.read(length, position),
+    ...(handle.readInto === undefined ? {} : { readInto: (target: Uint8Array, position: number) => handle.readInto!(target, position) }),
     truncate: (length) => handle.truncate(length),
     fsync: () => timed("file", monotonicMs, observe, () => handle.fsync()),
     size: () => handle.size(),

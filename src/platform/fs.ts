@@ -8,6 +8,12 @@ export interface FileHandle {
   write(data: Uint8Array, position?: number): Promise<void>;
   /** Reads up to `length` bytes at `position`; returns fewer at end of file. */
   read(length: number, position: number): Promise<Uint8Array>;
+  /**
+   * Reads up to `target.length` bytes at `position` into `target` (memory the caller reuses, so that a
+   * large read lands in pages already mapped); resolves with the bytes read, fewer at end of file.
+   * Optional: callers fall back to `read` and a copy.
+   */
+  readInto?(target: Uint8Array, position: number): Promise<number>;
   truncate(length: number): Promise<void>;
   /** Makes every previous write durable. A failure here is fatal to the caller's invariant. */
   fsync(): Promise<void>;

@@ -60,17 +60,22 @@ class NodeFileHandle implements FileHandle {
   }
   async read(length: number, position: number): Promise<Uint8Array> {
     const buffer = new Uint8Array(length);
+    const total = await this.readInto(buffer, position);
+    return total === length ? buffer : buffer.subarray(0, total);
+  }
+  async readInto(target: Uint8Array, position: number): Promise<number> {
+    const length = target.length;
     let total = 0;
     const recent = readsRecentWrite(position, this.ownWritesFrom, this.endPosition);
     while (total < length) {
       const at = position + total;
       const bytesRead = recent
-        ? readSync(this.handle.fd, buffer, total, length - total, at)
-        : (await this.handle.read(buffer, total, length - total, at)).bytesRead;
+        ? readSync(this.handle.fd, target, total, length - total, at)
+        : (await this.handle.read(target, total, length - total, at)).bytesRead;
       if (bytesRead === 0) break;
       total += bytesRead;
     }
-    return total === length ? buffer : buffer.subarray(0, total);
+    return total;
   }
   async truncate(length: number): Promise<void> {
     await this.handle.truncate(length);

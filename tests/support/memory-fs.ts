@@ -384,6 +384,14 @@ class MemoryFileHandle implements FileHandle {
     return end <= position ? new Uint8Array(0) : this.node.data.slice(position, end);
   }
 
+  async readInto(target: Uint8Array, position: number): Promise<number> {
+    this.enter(`read ${this.path} ${target.length}@${position}`, "read");
+    const end = Math.min(this.node.length, position + target.length);
+    if (end <= position) return 0;
+    target.set(this.node.data.subarray(position, end));
+    return end - position;
+  }
+
   async truncate(length: number): Promise<void> {
     this.enter(`truncate ${this.path} ${length}`, "ftruncate");
     this.fs.maybeFailTruncate(this.path);

@@ -116,6 +116,20 @@ export interface ReadOptions {
   minOneBatch?: boolean;
   /** Exclusive bound: only batches whose last offset is below it (high watermark, last stable offset). */
   upToOffset?: number;
+  /**
+   * Where the bytes are read to: the returned bytes are then a view of memory `buffers` handed out, valid
+   * as long as the caller keeps that memory for them (Fetch reads a whole answer into one reused arena).
+   * Absent: fresh memory per read.
+   */
+  buffers?: ReadBuffers;
+}
+
+/** Hands out memory for reads (see ReadOptions.buffers). */
+export interface ReadBuffers {
+  /** `length` bytes the read may fill; their content is unspecified. */
+  take(length: number): Uint8Array;
+  /** Gives back the end of the memory the last `take` handed out, from `used` bytes on: the read needed less. */
+  giveBack(used: number): void;
 }
 
 export type ReadResult =
@@ -904,7 +918,7 @@ export class PartitionLog {
       // batches): the data then starts in a later segment, as in Apache's UnifiedLog.read.
       let segment: Segment | undefined = this.segmentFor(fetchOffset);
       while (segment !== undefined) {
-        const result = await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false);
+        const result = await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false, options.buffers);
         if (result.kind !== "records" || result.bytes.length > 0 || segment === this.active) return result;
         // Retention may have removed the segment meanwhile (the fetch offset is then below the log start,
         // which the next fetch learns): answer what was read rather than start over from the front.
@@ -919,11 +933,24 @@ export class PartitionLog {
     }
   }
 
-  private async readSegment(segment: Segment, fetchOffset: number, limitOffset: number, maxBytes: number, minOneBatch: boolean): Promise<ReadResult> {
+  private async readSegment(
+    segment: Segment,
+    fetchOffset: number,
+    limitOffset: number,
+    maxBytes: number,
+    minOneBatch: boolean,
+    buffers: ReadBuffers | undefined,
+  ): Promise<ReadResult> {
     const handle = await this.acquire(segment);
     try {
       const limitBytes = segment.writtenBytes;
-      const cursor = new ReadCursor(handle, limitBytes, this.config.indexIntervalBytes + maxBytes + BATCH_HEADER_BYTES);
+      // A remembered position (a consumer going on where its last read ended) is exact: the window then
+      // starts with the fetched batch and reads no more than the answer may hold. From an index entry it
+      // also covers the walk to the fetched batch (at most one index interval).
+      const remembered = this.readPositions.get(fetchOffset);
+      const exact = remembered !== undefined && remembered.segment === segment;
+      const readAheadBytes = (exact ? 0 : this.config.indexIntervalBytes) + maxBytes + BATCH_HEADER_BYTES;
+      const cursor = new ReadCursor(handle, limitBytes, readAheadBytes, buffers);
       const start = await this.locate(segment, cursor, fetchOffset, (base, last) => last >= fetchOffset && base >= 0);
       if (start === undefined) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
 
@@ -949,8 +976,12 @@ export class PartitionLog {
         lastIncluded = last;
         if (total >= maxBytes) break;
       }
-      if (total === 0) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+      if (total === 0) {
+        cursor.release(0);
+        return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+      }
       const bytes = await cursor.slice(start, end);
+      cursor.release(end);
       this.rememberPosition(lastIncluded + 1, segment, end);
       return { kind: "records", bytes, firstOffset, nextOffset: lastIncluded + 1 };
     } finally {
@@ -1600,15 +1631,22 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** A read-ahead window over one segment file, bounded by the bytes readers may see. */
+/**
+ * A read-ahead window over one segment file, bounded by the bytes readers may see. With `buffers` the
+ * window is read into memory they hand out (and what the caller keeps of it stays there); without,
+ * every read gets fresh memory.
+ */
 class ReadCursor {
   buffer: Uint8Array = EMPTY;
   private bufferStart = 0;
+  /** The window is memory taken from `buffers` (given back in part by `release`). */
+  private fromBuffers = false;
 
   constructor(
     private readonly handle: FileHandle,
     readonly limitBytes: number,
     private readonly readAheadBytes: number,
+    private readonly buffers?: ReadBuffers,
   ) {}
 
   /** Makes [position, position + length) available; returns its index in `buffer`, -1 past the limit. */
@@ -1616,7 +1654,9 @@ class ReadCursor {
     if (position >= this.bufferStart && position + length <= this.bufferStart + this.buffer.length) return position - this.bufferStart;
     if (position + length > this.limitBytes) return -1;
     const want = Math.min(this.limitBytes - position, Math.max(length, this.readAheadBytes));
-    const bytes = await this.handle.read(want, position);
+    // A window that is moved on from is not kept: its memory goes back before the next one is taken.
+    this.release(0);
+    const bytes = await this.readAt(want, position);
     if (bytes.length < length) throw new FatalError(`segment file shorter than its written size: read ${bytes.length} of ${want} bytes at ${position}`);
     this.buffer = bytes;
     this.bufferStart = position;
@@ -1628,8 +1668,30 @@ class ReadCursor {
     if (from >= this.bufferStart && to <= this.bufferStart + this.buffer.length) {
       return this.buffer.subarray(from - this.bufferStart, to - this.bufferStart);
     }
-    const bytes = await this.handle.read(to - from, from);
+    this.release(0);
+    const bytes = await this.readAt(to - from, from);
     if (bytes.length < to - from) throw new FatalError(`segment file shorter than its written size at ${from}`);
+    this.buffer = bytes;
+    this.bufferStart = from;
     return bytes;
+  }
+
+  /**
+   * Keeps the window's memory up to file position `keepTo` (what the caller returns a view of) and gives
+   * the rest back to `buffers`; 0 gives all of it back.
+   */
+  release(keepTo: number): void {
+    if (!this.fromBuffers) return;
+    this.fromBuffers = false;
+    const used = Math.max(0, Math.min(this.buffer.length, keepTo - this.bufferStart));
+    this.buffers!.giveBack(used);
+  }
+
+  private async readAt(length: number, position: number): Promise<Uint8Array> {
+    if (this.buffers === undefined || this.handle.readInto === undefined) return this.handle.read(length, position);
+    const target = this.buffers.take(length);
+    this.fromBuffers = true;
+    const read = await this.handle.readInto(target, position);
+    return read === length ? target : target.subarray(0, read);
   }
 }
