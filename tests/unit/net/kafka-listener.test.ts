@@ -9,6 +9,7 @@ import {
   type DispatchResult,
   type KafkaListener,
   type KafkaListenerOptions,
+  type ResponseBudget,
   FrameAssembler,
   startKafkaListener,
   withReservedSizePrefix,
@@ -572,6 +573,249 @@ describe("backpressure", () => {
     expect(slow.responses.length).toBe(0);
     gate.resolve(new TextEncoder().encode("slow done"));
     await waitUntil(() => slow.responses.length === 1, "the slow response");
+  });
+});
+
+describe("response bytes held", () => {
+  /** Requests answered through gates the test opens; each request's budget is kept by its payload. */
+  function gatedDispatch() {
+    const gates = new Map<string, Deferred<DispatchResult>>();
+    const budgets = new Map<string, ResponseBudget>();
+    const dispatched: string[] = [];
+    const dispatch = (f: Uint8Array, conn: ConnectionInfo) => {
+      const name = text(f);
+      dispatched.push(name);
+      budgets.set(name, conn.responseBudget);
+      const gate = deferred<DispatchResult>();
+      gates.set(name, gate);
+      return gate.promise;
+    };
+    return { gates, budgets, dispatched, dispatch };
+  }
+  const statsOf = (listener: KafkaListener) => listener.connectionStats()[0]!;
+
+  test("finished responses waiting behind an earlier one count; at the bound the connection stops dispatching", async () => {
+    const gate = deferred<DispatchResult>();
+    const responseBytes = 300 * 1024;
+    let dispatched = 0;
+    const listener = await listen(
+      (f) => {
+        dispatched++;
+        return text(f) === "slow" ? gate.promise : new Uint8Array(responseBytes);
+      },
+      { maxHeldResponseBytesPerConnection: 1024 * 1024 },
+    );
+    const client = await connect(listener.port);
+    client.write(concat([frame("slow"), ...Array.from({ length: 10 }, (_, i) => frame(`fast-${i}`))]));
+    // 300 KiB each, prefix included: the fourth takes the connection past 1 MiB, and nothing follows it.
+    await waitUntil(() => statsOf(listener).pauseReason === "connection-bytes", "paused at the byte bound");
+    await settleEventLoop(20);
+    expect(dispatched).toBe(5);
+    expect(statsOf(listener)).toMatchObject({ inFlight: 5, heldResponseBytes: 4 * (responseBytes + 4), queuedOutputBytes: 0, readingPaused: true });
+    expect(listener.heldResponseBytes()).toBe(4 * (responseBytes + 4));
+    expect(listener.pausedConnections()).toEqual({ output: 0, "in-flight": 0, "connection-bytes": 1, "broker-bytes": 0 });
+
+    gate.resolve(new TextEncoder().encode("slow done"));
+    await waitUntil(() => client.responses.length === 11, "every response once the head is answered");
+    expect(text(client.responses[0]!)).toBe("slow done");
+    expect(dispatched).toBe(11);
+    await waitUntil(() => listener.heldResponseBytes() === 0, "nothing held once everything is written");
+    expect(statsOf(listener)).toMatchObject({ heldResponseBytes: 0, readingPaused: false });
+    expect(listener.pausedConnections()["connection-bytes"]).toBe(0);
+  });
+
+  test("a budget grants what the connection has room for, shared by its requests, and gives way to the response", async () => {
+    const { gates, budgets, dispatch } = gatedDispatch();
+    const listener = await listen(dispatch, { maxHeldResponseBytesPerConnection: 1000 });
+    const client = await connect(listener.port);
+    client.write(concat([frame("a"), frame("b")]));
+    await waitUntil(() => budgets.size === 2, "both requests dispatched");
+    const a = budgets.get("a")!;
+    const b = budgets.get("b")!;
+    expect(a.mayExceed()).toBe(true);
+    expect(a.reserve(600)).toBe(600);
+    // Another request now holds bytes on the connection: b may not go past its grant.
+    expect(b.mayExceed()).toBe(false);
+    expect(b.reserve(600)).toBe(400);
+    expect(b.reserve(1)).toBe(0);
+    expect(listener.heldResponseBytes()).toBe(1000);
+    a.adjust(-100);
+    expect(listener.heldResponseBytes()).toBe(900);
+    // Giving back more than was reserved stops at nothing; a positive adjustment (a first batch past the
+    // grant) is counted whatever the room.
+    b.adjust(-10_000);
+    expect(b.mayExceed()).toBe(false);
+    expect(listener.heldResponseBytes()).toBe(500);
+    b.adjust(2000);
+    expect(listener.heldResponseBytes()).toBe(2500);
+
+    // b is answered first but waits for a: its reservation gives way to its response (prefix included).
+    gates.get("b")!.resolve(new Uint8Array(50));
+    await waitUntil(() => listener.heldResponseBytes() === 500 + 54, "b's response instead of its reservation");
+    // A budget whose request is answered no longer counts.
+    b.adjust(1000);
+    expect(b.reserve(10)).toBe(0);
+    expect(listener.heldResponseBytes()).toBe(554);
+    gates.get("a")!.resolve(null);
+    await waitUntil(() => client.responses.length === 1, "b's response");
+    await waitUntil(() => listener.heldResponseBytes() === 0, "nothing held");
+  });
+
+  test("reservations count toward the bound: a connection holding its bound dispatches nothing more", async () => {
+    const { gates, budgets, dispatched, dispatch } = gatedDispatch();
+    const listener = await listen(dispatch, { maxHeldResponseBytesPerConnection: 1000 });
+    const client = await connect(listener.port);
+    client.write(frame("a"));
+    await waitUntil(() => budgets.has("a"), "a dispatched");
+    expect(budgets.get("a")!.reserve(5000)).toBe(1000);
+    client.write(frame("b"));
+    await waitUntil(() => statsOf(listener).pauseReason === "connection-bytes", "paused by the reservation");
+    await settleEventLoop(20);
+    expect(dispatched).toEqual(["a"]);
+    // Its answer (nothing) releases the reservation and resumes the connection.
+    gates.get("a")!.resolve(null);
+    await waitUntil(() => dispatched.length === 2, "b dispatched once a is answered");
+    gates.get("b")!.resolve(null);
+    await waitUntil(() => listener.heldResponseBytes() === 0 && !statsOf(listener).readingPaused, "reading again");
+  });
+
+  test("across connections: one holding its equal share stops, one holding nothing is served, and release wakes the first", async () => {
+    const hog = gatedDispatch();
+    const served: string[] = [];
+    let readerBudget: ResponseBudget | undefined;
+    const listener = await listen(
+      (f, conn) => {
+        const name = text(f);
+        if (name.startsWith("hog")) return hog.dispatch(f, conn);
+        served.push(name);
+        readerBudget = conn.responseBudget;
+        return f.slice();
+      },
+      { maxHeldResponseBytes: 1024 * 1024, maxHeldResponseBytesPerConnection: 8 * 1024 * 1024 },
+    );
+    const hogClient = await connect(listener.port);
+    hogClient.write(frame("hog-1"));
+    await waitUntil(() => hog.budgets.has("hog-1"), "the hog's first request");
+    // Alone, the hog may take the whole broker-wide bound, not its per-connection one.
+    expect(hog.budgets.get("hog-1")!.reserve(4 * 1024 * 1024)).toBe(1024 * 1024);
+    hogClient.write(frame("hog-2"));
+    const hogStats = () => listener.connectionStats().find((s) => s.id === 1)!;
+    await waitUntil(() => hogStats().pauseReason === "broker-bytes", "the hog paused by the broker-wide bound");
+    expect(listener.pausedConnections()["broker-bytes"]).toBe(1);
+
+    // A client holding nothing is served at once, and its budget gets an equal share of the bound.
+    const reader = await connect(listener.port);
+    reader.write(frame("reader-1"));
+    await waitUntil(() => reader.responses.length === 1, "the reader answered while the bound is passed");
+    expect(readerBudget!.reserve(4 * 1024 * 1024)).toBe(0); // answered already: its budget is spent
+    reader.write(frame("reader-2"));
+    await waitUntil(() => reader.responses.length === 2, "the reader's second request");
+    expect(served).toEqual(["reader-1", "reader-2"]);
+    await settleEventLoop(20);
+    expect(hog.dispatched).toEqual(["hog-1"]);
+
+    // The hog's bytes released: it holds nothing, so it is woken and its next request dispatched.
+    hog.gates.get("hog-1")!.resolve(null);
+    await waitUntil(() => hog.dispatched.length === 2, "the hog's second request once it holds nothing");
+    hog.gates.get("hog-2")!.resolve(null);
+    await waitUntil(() => listener.heldResponseBytes() === 0, "nothing held");
+    expect(listener.pausedConnections()["broker-bytes"]).toBe(0);
+  });
+
+  test("while the bound is passed, a new connection's budget is an equal share; the share holder goes on until it holds it", async () => {
+    const { budgets, gates, dispatched, dispatch } = gatedDispatch();
+    const listener = await listen(dispatch, { maxHeldResponseBytes: 1000, maxHeldResponseBytesPerConnection: 10_000 });
+    const first = await connect(listener.port);
+    first.write(frame("first"));
+    await waitUntil(() => budgets.has("first"), "first dispatched");
+    expect(budgets.get("first")!.reserve(1500)).toBe(1000);
+    const second = await connect(listener.port);
+    second.write(frame("second-1"));
+    await waitUntil(() => budgets.has("second-1"), "second dispatched");
+    // Two connections share the bound: 500 each, although the total is already at 1000.
+    expect(budgets.get("second-1")!.reserve(400)).toBe(400);
+    second.write(frame("second-2"));
+    await waitUntil(() => budgets.has("second-2"), "below its share, the second connection goes on");
+    expect(budgets.get("second-2")!.reserve(400)).toBe(100);
+    second.write(frame("second-3"));
+    await waitUntil(() => listener.pausedConnections()["broker-bytes"] === 1, "at its share it stops too");
+    await settleEventLoop(20);
+    expect(dispatched).toEqual(["first", "second-1", "second-2"]);
+    expect(listener.heldResponseBytes()).toBe(1500);
+    // The first connection's bytes released: the total is back under the bound and the second goes on.
+    gates.get("first")!.resolve(null);
+    await waitUntil(() => dispatched.length === 4, "second-3 dispatched");
+    for (const name of ["second-1", "second-2", "second-3"]) gates.get(name)!.resolve(null);
+    await waitUntil(() => listener.heldResponseBytes() === 0, "nothing held");
+  });
+
+  test("a connection that closes gives back its queued output, waiting responses and reservations", async () => {
+    const responseBytes = 16 * 1024 * 1024;
+    const gate = deferred<DispatchResult>();
+    let budget: ResponseBudget | undefined;
+    const listener = await listen((f, conn) => {
+      if (text(f) === "pending") {
+        budget = conn.responseBudget;
+        budget.reserve(1234);
+        return gate.promise;
+      }
+      return new Uint8Array(responseBytes);
+    });
+    const client = await connect(listener.port);
+    client.socket.pause();
+    client.write(frame("big"));
+    await waitUntil(() => statsOf(listener).queuedOutputBytes > 0, "output stuck in the kernel's buffers");
+    expect(statsOf(listener).pauseReason).toBe("output");
+    expect(listener.pausedConnections().output).toBe(1);
+    expect(listener.heldResponseBytes()).toBe(statsOf(listener).queuedOutputBytes);
+    client.socket.end();
+    await waitUntil(() => listener.connectionCount() === 0, "the server saw the close");
+    expect(listener.heldResponseBytes()).toBe(0);
+    expect(listener.pausedConnections().output).toBe(0);
+
+    // A reservation of a request still being answered, dropped with its connection; the late answer and
+    // the budget count for nothing afterwards.
+    const other = await connect(listener.port);
+    other.write(frame("pending"));
+    await waitUntil(() => listener.heldResponseBytes() === 1234, "the reservation");
+    other.socket.end();
+    await waitUntil(() => listener.connectionCount() === 0, "the second close");
+    expect(listener.heldResponseBytes()).toBe(0);
+    budget!.adjust(5000);
+    expect(budget!.reserve(10)).toBe(0);
+    gate.resolve(new Uint8Array(100));
+    await settleEventLoop();
+    expect(listener.heldResponseBytes()).toBe(0);
+  });
+
+  test("a failed request drops the ones after it, and what they held", async () => {
+    const { gates, budgets, dispatch } = gatedDispatch();
+    const listener = await listen(dispatch, { onConnectionError: () => {} });
+    const client = await connect(listener.port);
+    client.write(concat([frame("first"), frame("second"), frame("third")]));
+    await waitUntil(() => budgets.size === 3, "three dispatched");
+    budgets.get("second")!.reserve(700);
+    budgets.get("third")!.reserve(300);
+    gates.get("third")!.resolve(new Uint8Array(10)); // finished, waiting for its turn
+    await waitUntil(() => listener.heldResponseBytes() === 700 + 14, "second's reservation and third's response");
+    gates.get("first")!.reject(new DecodeError("malformed"));
+    await expectClosed(client, "the connection closed after the failure");
+    expect(listener.heldResponseBytes()).toBe(0);
+    gates.get("second")!.resolve(new Uint8Array(10));
+    await settleEventLoop();
+    expect(listener.heldResponseBytes()).toBe(0);
+  });
+
+  test("no bound: 0 or less turns a bound off", async () => {
+    const { budgets, gates, dispatch } = gatedDispatch();
+    const listener = await listen(dispatch, { maxHeldResponseBytes: 0, maxHeldResponseBytesPerConnection: -1 });
+    const client = await connect(listener.port);
+    client.write(frame("a"));
+    await waitUntil(() => budgets.has("a"), "a dispatched");
+    expect(budgets.get("a")!.reserve(1e12)).toBe(1e12);
+    expect(budgets.get("a")!.mayExceed()).toBe(true);
+    gates.get("a")!.resolve(null);
+    await waitUntil(() => listener.heldResponseBytes() === 0, "nothing held");
   });
 });
 
