@@ -307,6 +307,7 @@ describe("kafka-producer-perf-test", () => {
       return;
     }
     expect(await latestOffset("java-perf")).toBe(20_000);
+    const sessionsBefore = broker.broker.services.fetchSessions.stats();
     const result = ok(
       await runKafkaTool(
         "kafka-consumer-perf-test",
@@ -321,5 +322,10 @@ describe("kafka-producer-perf-test", () => {
     const columns = lines[header]!.split(",").map((c) => c.trim());
     const values = lines[header + 1]!.split(",").map((c) => c.trim());
     expect(Number(values[columns.indexOf("data.consumed.in.nMsg")])).toBe(20_000);
+    // The Java consumer uses fetch sessions (KIP-227): it opened one and fetched incrementally.
+    const sessionsAfter = broker.broker.services.fetchSessions.stats();
+    expect(sessionsAfter.sessionsCreated).toBeGreaterThan(sessionsBefore.sessionsCreated);
+    expect(sessionsAfter.incrementalRequests).toBeGreaterThan(sessionsBefore.incrementalRequests);
+    expect(sessionsAfter.sessionErrors).toBe(sessionsBefore.sessionErrors);
   }, TIMEOUT);
 });
