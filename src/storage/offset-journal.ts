@@ -46,7 +46,7 @@
  * continue that state, and is refused (CorruptStateError, from the store) rather than skipped.
  */
 import { isGroupStateName, type PersistedGroup } from "../domain/groups/group-coordinator-state.ts";
-import { OffsetSlot, type CommittedOffset, type GroupOffsets, type StagedOffset } from "../domain/groups/offsets.ts";
+import type { CommittedOffset, GroupOffsets, OffsetSlot, StagedOffset } from "../domain/groups/offsets.ts";
 
 // ---- types -------------------------------------------------------------------------------------------
 
