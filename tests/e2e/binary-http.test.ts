@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json";
 import { CAN_RUN_BINARY, cleanEnv, ensureBunkaBinary, HOST_TARGET } from "../support/binary.ts";
+import { until } from "../support/wait.ts";
 import { WireClient } from "../support/wire-client.ts";
 import { createTopicOverWire, openTransactionOverWire, StreamWaiter } from "./support.ts";
 
@@ -177,13 +178,22 @@ describe.skipIf(!CAN_RUN_BINARY)(`binary (${HOST_TARGET}) HTTP side-port`, () =>
       expect(JSON.parse(after.stdout).partitionDetails[0]).toMatchObject({ highWatermark: 4, lastStableOffset: 4, lsoLag: 0, openTransactionCount: 0 });
 
       // An EndTxn over the wire: each of its steps is timed in /metrics (the operator's abort above is not
-      // an EndTxn and counted nothing).
+      // an EndTxn and counted nothing). The answer comes once the decision is durable, so `prepare` is
+      // counted by then; the markers and Complete* follow it.
       const committed = await openTransactionOverWire(client, { transactionalId: "checkout-2", topic: "payments", partition: 1, values: ["d"] });
       const endTxn = await client.request(26, 3, { transactionalId: "checkout-2", producerId: committed.producerId, producerEpoch: committed.producerEpoch, committed: true });
       expect(endTxn.errorCode).toBe(0);
-      const phases = await (await fetch(`${running.http}/metrics`)).text();
-      const phaseCount = (phase: string) => Number(phases.match(new RegExp(`^bunka_txn_end_phase_duration_seconds_count\\{phase="${phase}"\\} (\\d+)$`, "m"))?.[1]);
-      expect(["prepare", "offsets", "markers", "complete"].map(phaseCount)).toEqual([1, 0, 1, 1]);
+      const phaseCounts = async () => {
+        const phases = await (await fetch(`${running.http}/metrics`)).text();
+        const count = (phase: string) => Number(phases.match(new RegExp(`^bunka_txn_end_phase_duration_seconds_count\\{phase="${phase}"\\} (\\d+)$`, "m"))?.[1]);
+        return ["prepare", "offsets", "markers", "complete"].map(count);
+      };
+      expect((await phaseCounts())[0]).toBe(1);
+      const counted = await until("the EndTxn's markers and Complete* in /metrics", 10_000, async () => {
+        const counts = await phaseCounts();
+        return counts[3] === 1 ? counts : undefined;
+      });
+      expect(counted).toEqual([1, 0, 1, 1]);
 
       // Exit codes: 1 for an unknown id or an unreachable broker, 2 for bad usage.
       expect(await cli(["txn", "describe", "nope", "--http", address])).toMatchObject({
