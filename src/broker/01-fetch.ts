@@ -6,7 +6,9 @@
  * response's max bytes; the first batch of the first partition with data is returned even when it is
  * larger ("first batch may exceed", v3+). A fetch offset below the log start or beyond the log end is
  * OFFSET_OUT_OF_RANGE. While fewer than min_bytes are available the request waits, up to max_wait_ms, and
- * is woken by appends (and by the fsyncs that move the high watermark).
+ * is woken by appends (and by the fsyncs that move the high watermark). The batches are read into an
+ * arena reused from one answer to the next (fetch-arena.ts), and the answer is encoded into one buffer
+ * of its size (docs/architecture.md, "The Fetch read path").
  *
  * Fetch sessions (v7+, KIP-227): the rules live in domain/fetch-session.ts (docs/architecture.md, "Fetch
  * sessions"); this handler asks it what a request means, reads the partitions it lists (for an
