@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { buildBatch } from "../support/batch-builder.ts";
 import { BunkaProcess, ensureBunkaBinary, killAllBunkaProcesses, removeTempDir, withBrokerLog } from "../support/binary.ts";
 import { until } from "../support/wait.ts";
+import { singlePartitionFetch } from "../support/fetch-request.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 240_000;
@@ -87,23 +88,7 @@ async function metric(broker: BunkaProcess, name: string): Promise<number> {
 }
 
 function fetchBody(fetchOffset: number, maxBytes: number) {
-  return {
-    replicaId: -1,
-    maxWaitMs: 0,
-    minBytes: 0,
-    maxBytes,
-    isolationLevel: 0,
-    sessionId: 0,
-    sessionEpoch: -1,
-    topics: [
-      {
-        topic: TOPIC,
-        partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: maxBytes }],
-      },
-    ],
-    forgottenTopicsData: [],
-    rackId: "",
-  };
+  return singlePartitionFetch(TOPIC, 0, fetchOffset, maxBytes);
 }
 
 function newBatch(): Uint8Array {

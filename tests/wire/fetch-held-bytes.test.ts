@@ -10,6 +10,7 @@ import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { buildBatch } from "../support/batch-builder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { waitUntil } from "../support/wait.ts";
+import { singlePartitionFetch } from "../support/fetch-request.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 60_000;
@@ -75,23 +76,7 @@ async function produceBatch(via: WireClient, topic = TOPIC, partition = 0): Prom
 }
 
 function fetchBody(maxBytes: number, fetchOffset = 0) {
-  return {
-    replicaId: -1,
-    maxWaitMs: 0,
-    minBytes: 0,
-    maxBytes,
-    isolationLevel: 0,
-    sessionId: 0,
-    sessionEpoch: -1,
-    topics: [
-      {
-        topic: TOPIC,
-        partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: maxBytes }],
-      },
-    ],
-    forgottenTopicsData: [],
-    rackId: "",
-  };
+  return singlePartitionFetch(TOPIC, 0, fetchOffset, maxBytes);
 }
 
 async function fetchRecordsBytes(via: WireClient, maxBytes: number, fetchOffset = 0): Promise<number> {
