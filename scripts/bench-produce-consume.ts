@@ -1,45 +1,76 @@
 #!/usr/bin/env bun
 /**
- * Produce/consume throughput, latency and memory: Apache Kafka against bunka, on the same machine, one
- * after the other, with the same load tool (Apache's Java kafka-producer-perf-test and
- * kafka-consumer-perf-test, configured identically for both). Not a test; see docs/benchmarks.md.
+ * Produce/consume throughput, latency, broker CPU and memory: Apache Kafka against bunka (and, with
+ * --kafka-flush, against Apache Kafka fsyncing every batch), on the same machine, with the same load tool
+ * (Apache's Java kafka-producer-perf-test and kafka-consumer-perf-test, configured identically for every
+ * broker). Not a test; see docs/benchmarks.md.
  *
- *   bun scripts/bench-produce-consume.ts [--records N] [--only kafka|bunka] [--idempotence auto|on|off]
- *                                        [--timeout SECONDS] [--data-root DIR]
+ *   bun scripts/bench-produce-consume.ts [--rounds N] [--broker-warmup S] [--records N] [--kafka-flush]
+ *                                        [--only kafka|bunka] [--idempotence auto|on|off] [--timeout SECONDS]
+ *                                        [--data-root DIR] [--bunka-binary PATH]
  *
- * Scenarios, each broker with a fresh data directory per scenario group:
- *   (a) produce, acks=all, 1 KiB records, 1 partition             (broker #1)
- *   (b) produce, acks=all, 1 KiB records, 16 partitions           (broker #2)
- *   (c) consume everything (b) produced, one consumer in a group  (broker #2, after (b))
- *   (d), (e) when the producer is idempotent: (a) and (b) again with enable.idempotence=false, each on a
- *       fresh broker right after its idempotent row, for the cost of idempotence in the same run (issue
- *       5's <= 5% target). Run on both brokers:
- *       the Java producer's own idempotence bookkeeping costs client CPU whichever broker it talks to.
+ * One mode, interleaved rounds; --rounds 1 (the default) is the single pass. For each group of scenarios every
+ * broker is started once with an empty data dir and all of them stay up for the group; each is WARMED first
+ * with --broker-warmup (30) s of untimed load (two thirds producing to a 16-partition topic, then that topic
+ * consumed; Apache Kafka's JIT needs that long, and a cold JVM would halve its numbers), then the rounds run:
+ * each round runs every scenario of the group on every broker, in the order given in odd rounds (Apache
+ * Kafka, [Apache Kafka fsync per batch,] bunka) and reversed in even ones, so that a drift of the machine's
+ * speed hits both ends of a ratio alike. Each row writes a topic of its own, deleted (and its files waited
+ * for) once no later row needs it, so the disk holds one round's data at most.
+ *   (a) produce, acks=all, 1 KiB records, 1 partition             (group 1)
+ *   (b) produce, acks=all, 1 KiB records, 16 partitions           (group 2)
+ *   (c) consume everything this round's (b) produced on that broker, one consumer in a fresh group (group 2)
+ *   (d), (e) when the producer is idempotent: (a) and (b) again with enable.idempotence=false, each right
+ *       after its idempotent row in the same round, for the cost of idempotence (the Java producer's own
+ *       bookkeeping costs client CPU whichever broker it talks to, so both run it).
  *
- * The producer runs with the Java producer's defaults (4.1: acks=all, enable.idempotence=true,
- * linger.ms=5, batch.size=16384, max.in.flight=5, no compression) and --throughput -1. Idempotence needs
- * InitProducerId: with --idempotence auto (the default) bunka's ApiVersions is probed first, and when it
- * lacks InitProducerId the run switches to enable.idempotence=false for BOTH brokers and says so.
+ * The report gives, per scenario and measure, each broker's median over the rounds with the range (min–max),
+ * and bunka's median divided by each other broker's median (the ratio of the medians); then every round.
  *
- * Measured per row: records/s and MB/s as the tools print them (MB = MiB), the producer's p50/p99
- * latency (send() to acknowledgement, which at --throughput -1 includes time queued in the producer's
- * buffer), and the broker's peak RSS during the scenario (VmHWM reset through /proc/<pid>/clear_refs at
- * the start, read at the end, plus VmRSS polled every 200 ms; for Apache Kafka this is the JVM's pid).
- * The consume row uses the consumer tool's fetch.* columns, which exclude the group join (both brokers
- * wait group.initial.rebalance.delay.ms = 3 s before the first rebalance).
+ * Durability, stated in the report next to the figures:
+ *   - bunka answers acks=all once the batch is fsynced (group commit: one fsync, or with its default
+ *     fsync.mode=batched one syncfs, shared by the appends that arrived meanwhile).
+ *   - Apache Kafka with its defaults (log.flush.interval.messages and log.flush.interval.ms: never) answers once
+ *     the batch is in the page cache: no fsync before the answer; it relies on replication, and here there is
+ *     one replica.
+ *   - --kafka-flush adds Apache Kafka with log.flush.interval.messages=1. Found in its source (UnifiedLog.append,
+ *     LocalLog / LogSegment.flush, ReplicaManager.appendRecords): the flush is synchronous in the produce path.
+ *     The append ends, under the partition's lock on the request handler thread, with flush() once
+ *     unflushedMessages >= flush.messages, FileChannel.force(true) of the segment plus its indexes, before the
+ *     Produce answer is built (with acks=all and one in-sync replica it is not delayed further). So every
+ *     batch is fsynced before its answer, one fsync per partition batch of a request, not shared between
+ *     requests.
  *
- * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md)
- * go to stdout. Everything started here (brokers, tools, temp dirs) is removed at the end, on an error,
- * and on Ctrl-C; every tool run is bounded by --timeout.
+ * The producer runs with the Java producer's defaults (4.1: acks=all, enable.idempotence=true, linger.ms=5,
+ * batch.size=16384, max.in.flight=5, no compression) and --throughput -1. Idempotence needs InitProducerId:
+ * with --idempotence auto (the default) bunka's ApiVersions is probed first, and when it lacks InitProducerId
+ * the run switches to enable.idempotence=false for every broker and says so.
+ *
+ * Measured per row: records/s and MB/s as the tools print them (MB = MiB), the producer's p50/p99 latency
+ * (send() to acknowledgement, which at --throughput -1 includes time queued in the producer's buffer), the
+ * broker process's CPU seconds (utime+stime) per GiB moved, and its peak RSS during the row (VmHWM reset
+ * through /proc/<pid>/clear_refs at the start, read at the end, plus VmRSS polled every 200 ms; for Apache
+ * Kafka this is the JVM's pid). The consume row uses the consumer tool's fetch.* columns, which exclude the
+ * group join (both brokers wait group.initial.rebalance.delay.ms = 3 s before the first rebalance). The
+ * brokers waiting for their turn, the kernel's threads (which complete fsyncs) and everything else on the
+ * machine are measured apart; rows where other processes used 10% of the machine or more are marked.
+ *
+ * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md) go to
+ * stdout. Everything started here (brokers, tools, temp dirs) is removed at the end, on an error, and on
+ * Ctrl-C; every tool run is bounded by --timeout.
  */
+import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { resolve } from "node:path";
 import { ensureKafkaLibs, KAFKA_VERSION, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
 import {
   type Broker,
   type BrokerKind,
+  type BrokerVariant,
   BUSY_PCT,
   type CpuReport,
   createTopicWithTool,
+  deleteTopicAndWait,
   ensureBunkaBinary,
   environment,
   fmtNum,
@@ -47,16 +78,21 @@ import {
   installSignalHandlers,
   isInterrupted,
   type JavaToolRun,
+  KAFKA_FLUSH_FINDING,
+  KAFKA_FLUSH_PROPERTIES,
   label,
+  loadAverages,
   log,
+  median,
+  medianSpread,
   missingApis,
-  ratio,
   renderReport,
+  roundOrder,
   runCleanups,
   runJavaTool,
-  startBrokerForRows,
   startBunkaBroker,
-  startKafkaBroker,
+  startVariant,
+  variantsOf,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
@@ -67,33 +103,61 @@ import {
 interface Options {
   records: number;
   only?: BrokerKind;
+  kafkaFlush: boolean;
   idempotence: "auto" | "on" | "off";
   timeoutMs: number;
   dataRoot: string;
+  rounds: number;
+  /** Seconds of untimed load on each freshly started broker before its group's first round. */
+  brokerWarmupS: number;
+  bunkaBinary?: string;
 }
 
 const RECORD_SIZE = 1024;
 const PARTITIONS_B = 16;
+const GIB = 1024 ** 3;
 /** The JVM flags tests/support/apache-kafka.ts gives the perf tools (full JIT, 1 GiB heap). */
 const PERF_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
+/**
+ * Apache Kafka removes a deleted topic's files log.segment.delete.delay.ms (the broker default of the topic
+ * config file.delete.delay.ms, 60 s) after the deletion; the rows' topics are deleted between rows and waited
+ * for, so the Kafka brokers get a short delay. It is not on any measured path.
+ */
+const KAFKA_DELETE_DELAY_MS = 1000;
+const WARMUP_TOPIC = "bench-warmup";
+/** "As many as it sends in the time": the warm-up producer is stopped when its time is up. */
+const WARMUP_RECORDS = 1_000_000_000;
 
-const USAGE = `usage: bun scripts/bench-produce-consume.ts [--records N] [--only kafka|bunka]
-       [--idempotence auto|on|off] [--timeout SECONDS] [--data-root DIR]
+const USAGE = `usage: bun scripts/bench-produce-consume.ts [--rounds N] [--broker-warmup S] [--records N]
+       [--kafka-flush] [--only kafka|bunka] [--idempotence auto|on|off] [--timeout SECONDS]
+       [--data-root DIR] [--bunka-binary PATH]
 
-  --records N        records per produce scenario, consumed again in (c) (default 500000)
-  --only B           run one broker only (kafka or bunka)
+  --rounds N         rounds per scenario group, each running every scenario on every broker, the order
+                     reversed from one round to the next (default 1); the report gives medians and ranges
+  --broker-warmup S  untimed load on each freshly started broker before its group's rounds: 2/3 of it
+                     (at least 5 s) producing to a ${PARTITIONS_B}-partition topic, then that topic consumed
+                     (default 30; 0: none, Apache Kafka then runs on a cold JVM)
+  --records N        records per produce row, consumed again in (c) (default 500000)
+  --kafka-flush      also run Apache Kafka with ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, v]) => `${k}=${v}`).join(" ")}, which fsyncs every
+                     batch before answering: the like-for-like durability reference for bunka
+  --only B           run one broker only (kafka or bunka; --kafka-flush still adds its variant)
   --idempotence M    auto (default): the Java default (on) unless bunka lacks InitProducerId, then off
-                     for both; on / off: force enable.idempotence for both
-  --timeout S        per-tool-run timeout in seconds (default max(120, records/2500))
+                     for every broker; on / off: force enable.idempotence for all
+  --timeout S        per-tool-run timeout in seconds (default max(120, records/500))
   --data-root DIR    where the brokers' temporary data dirs go (default ${tmpdir()})
+  --bunka-binary P   run this bunka executable (default: dist/bunka-linux-x64, rebuilt when older than src/)
 `;
 
 function parseArgs(argv: string[]): Options {
   let records = 500_000;
   let only: BrokerKind | undefined;
+  let kafkaFlush = false;
   let idempotence: Options["idempotence"] = "auto";
   let timeoutS: number | undefined;
   let dataRoot = tmpdir();
+  let rounds = 1;
+  let brokerWarmupS = 30;
+  let bunkaBinary: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -105,6 +169,18 @@ function parseArgs(argv: string[]): Options {
       case "--records":
         records = Number(value());
         if (!Number.isInteger(records) || records < 1) die("--records must be a positive integer");
+        break;
+      case "--rounds":
+        rounds = Number(value());
+        if (!Number.isInteger(rounds) || rounds < 1) die("--rounds must be a positive integer");
+        break;
+      case "--broker-warmup":
+        brokerWarmupS = Number(value());
+        if (!Number.isFinite(brokerWarmupS) || brokerWarmupS < 0) die("--broker-warmup must be a number of seconds >= 0");
+        break;
+      case "--kafka-flush":
+        if (inline !== undefined) die("--kafka-flush takes no value");
+        kafkaFlush = true;
         break;
       case "--only": {
         const v = value();
@@ -125,6 +201,10 @@ function parseArgs(argv: string[]): Options {
       case "--data-root":
         dataRoot = value();
         break;
+      case "--bunka-binary":
+        bunkaBinary = resolve(value());
+        if (!existsSync(bunkaBinary)) die(`--bunka-binary: ${bunkaBinary} does not exist`);
+        break;
       case "-h":
       case "--help":
         process.stdout.write(USAGE);
@@ -133,8 +213,9 @@ function parseArgs(argv: string[]): Options {
         die(`unknown argument ${argv[i]}`);
     }
   }
-  const timeoutMs = (timeoutS ?? Math.max(120, Math.ceil(records / 2500))) * 1000;
-  return { records, only, idempotence, timeoutMs, dataRoot };
+  // A bound for a hung tool, not a measurement: Apache Kafka fsyncing every batch may run at 1,000 records/s on a busy disk.
+  const timeoutMs = (timeoutS ?? Math.max(120, Math.ceil(records / 500))) * 1000;
+  return { records, only, kafkaFlush, idempotence, timeoutMs, dataRoot, rounds, brokerWarmupS, bunkaBinary };
 }
 
 function die(message: string): never {
@@ -176,6 +257,21 @@ function firstError(run: ToolRun): string {
   return line.length > 240 ? `${line.slice(0, 240)}...` : line;
 }
 
+function producerArgs(broker: Broker, topic: string, records: number, idempotent: boolean): string[] {
+  return [
+    "--topic", topic,
+    "--num-records", String(records),
+    "--record-size", String(RECORD_SIZE),
+    "--throughput", "-1",
+    // Java producer defaults otherwise; acks=all is the 4.1 default too, spelled out for the reader.
+    "--producer-props", `bootstrap.servers=${broker.bootstrap}`, "acks=all", ...(idempotent ? [] : ["enable.idempotence=false"]), "client.id=bench-producer",
+  ];
+}
+
+const consumerArgs = (broker: Broker, topic: string, records: number, group: string): string[] => [
+  "--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", String(records), "--group", group,
+];
+
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
@@ -184,31 +280,37 @@ interface Scenario {
   id: ScenarioId;
   title: string;
   kind: "produce" | "consume";
-  topic: string;
   partitions: number;
   /** A rerun of this idempotent scenario with enable.idempotence=false. */
   withoutIdempotenceOf?: ScenarioId;
+  /** consume: the produce scenario whose topic (of the same round, on the same broker) is read. */
+  source?: ScenarioId;
 }
 const SCENARIOS: Record<ScenarioId, Scenario> = {
-  a: { id: "a", title: "(a) produce acks=all 1 KiB, 1 partition", kind: "produce", topic: "bench-p1", partitions: 1 },
-  b: { id: "b", title: `(b) produce acks=all 1 KiB, ${PARTITIONS_B} partitions`, kind: "produce", topic: "bench-p16", partitions: PARTITIONS_B },
-  c: { id: "c", title: `(c) consume (b), ${PARTITIONS_B} partitions`, kind: "consume", topic: "bench-p16", partitions: PARTITIONS_B },
-  d: { id: "d", title: "(d) = (a), enable.idempotence=false", kind: "produce", topic: "bench-p1", partitions: 1, withoutIdempotenceOf: "a" },
-  e: { id: "e", title: "(e) = (b), enable.idempotence=false", kind: "produce", topic: "bench-p16", partitions: PARTITIONS_B, withoutIdempotenceOf: "b" },
+  a: { id: "a", title: "(a) produce acks=all 1 KiB, 1 partition", kind: "produce", partitions: 1 },
+  b: { id: "b", title: `(b) produce acks=all 1 KiB, ${PARTITIONS_B} partitions`, kind: "produce", partitions: PARTITIONS_B },
+  c: { id: "c", title: `(c) consume (b), ${PARTITIONS_B} partitions`, kind: "consume", partitions: PARTITIONS_B, source: "b" },
+  d: { id: "d", title: "(d) = (a), enable.idempotence=false", kind: "produce", partitions: 1, withoutIdempotenceOf: "a" },
+  e: { id: "e", title: "(e) = (b), enable.idempotence=false", kind: "produce", partitions: PARTITIONS_B, withoutIdempotenceOf: "b" },
 };
-/** Each group runs on a freshly started broker with an empty data dir. */
+/** Each group runs on freshly started brokers with empty data dirs; a group's rows run in this order. */
 const GROUPS: ScenarioId[][] = [["a"], ["b", "c"]];
 /**
  * The order when the producer is idempotent: each produce row is followed at once by its rerun without
- * idempotence, so that the two run as close together as possible (on a shared machine, the conditions
- * drift over minutes).
+ * idempotence, so that the two run as close together as possible (on a shared machine, the conditions drift
+ * over minutes).
  */
-const GROUPS_WITH_OVERHEAD: ScenarioId[][] = [["a"], ["d"], ["b", "c"], ["e"]];
+const GROUPS_WITH_OVERHEAD: ScenarioId[][] = [["a", "d"], ["b", "c", "e"]];
+
+/** The topic scenario `s` writes (or, consuming, reads) in `round`. */
+const topicOf = (s: Scenario, round: number) => `bench-${s.source ?? s.id}-r${round}`;
 
 interface Ok {
   ok: true;
   recPerSec: number;
   mbPerSec: number;
+  /** Bytes the row moved (records x record size; consumed: the tool's MB), for the CPU per GiB. */
+  bytes: number;
   p50Ms?: number;
   p99Ms?: number;
   peakRssKb?: number;
@@ -222,16 +324,23 @@ interface Failed {
 }
 type Outcome = Ok | Failed;
 
+const cpuPerGib = (o: Ok) => o.cpu.brokerS / (o.bytes / GIB);
+
 const PRODUCER_SUMMARY =
   /(\d+) records sent, ([\d.]+) records\/sec \(([\d.]+) MB\/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th/;
 
-function producerProps(broker: Broker, idempotent: boolean): string[] {
-  // Java producer defaults otherwise; acks=all is the 4.1 default too, spelled out for the reader.
-  return [`bootstrap.servers=${broker.bootstrap}`, "acks=all", ...(idempotent ? [] : ["enable.idempotence=false"]), "client.id=bench-producer"];
+/** What a row needs besides its broker: the other brokers (idle meanwhile) and what this broker's rows produced. */
+interface RowContext {
+  variant: BrokerVariant;
+  round: number;
+  idlePids: number[];
+  /** topic -> records its broker holds, from the produce rows. */
+  produced: Map<string, number>;
 }
 
-async function runScenario(broker: Broker, s: Scenario, opts: Options, idempotentDefault: boolean, produced: Map<ScenarioId, number>): Promise<Outcome> {
-  const label = `${broker.kind} ${s.id}`;
+async function runScenario(broker: Broker, s: Scenario, opts: Options, idempotentDefault: boolean, ctx: RowContext): Promise<Outcome> {
+  const tag = `${ctx.variant} r${ctx.round} ${s.id}`;
+  const topic = topicOf(s, ctx.round);
   const idempotent = s.withoutIdempotenceOf === undefined && idempotentDefault;
   const needed = s.kind === "produce" ? [3, 19, 0, ...(idempotent ? [22] : [])] : CONSUME_APIS;
   const missing = missingApis(broker.apis, needed);
@@ -239,24 +348,13 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
 
   if (s.kind === "produce") {
     try {
-      await createTopicWithTool(broker, s.topic, s.partitions);
+      await createTopicWithTool(broker, topic, s.partitions);
     } catch (e) {
       return { ok: false, error: (e as Error).message };
     }
     const watch = watchPeakRss(broker.pid);
-    const cpu = watchCpu(broker.pid);
-    const run = await runPerfTool(
-      "kafka-producer-perf-test",
-      [
-        "--topic", s.topic,
-        "--num-records", String(opts.records),
-        "--record-size", String(RECORD_SIZE),
-        "--throughput", "-1",
-        "--producer-props", ...producerProps(broker, idempotent),
-      ],
-      label,
-      opts.timeoutMs,
-    );
+    const cpu = watchCpu(broker.pid, { kernelApart: true, idlePids: ctx.idlePids });
+    const run = await runPerfTool("kafka-producer-perf-test", producerArgs(broker, topic, opts.records, idempotent), tag, opts.timeoutMs);
     const peakRssKb = watch.stop();
     const cpuReport = cpu.stop(run.cpuMicros);
     const m = run.stdout.match(PRODUCER_SUMMARY);
@@ -265,14 +363,15 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
     const sent = Number(m[1]);
     if (sent !== opts.records) return { ok: false, error: `only ${sent} of ${opts.records} records acknowledged${errorSuffix(run)}`, peakRssKb };
     // The broker must hold what it acknowledged: the end offsets of the topic's partitions add up to it.
-    const stored = await endOffsetSum(broker, s);
+    const stored = await endOffsetSum(broker, topic, s.partitions);
     if (typeof stored === "string") return { ok: false, error: `records acknowledged, but ${stored}`, peakRssKb };
     if (stored < sent) return { ok: false, error: `${sent} records acknowledged, but the end offsets add up to ${stored}`, peakRssKb };
-    produced.set(s.id, stored);
+    ctx.produced.set(topic, stored);
     return {
       ok: true,
       recPerSec: Number(m[2]),
       mbPerSec: Number(m[3]),
+      bytes: sent * RECORD_SIZE,
       p50Ms: Number(m[6]),
       p99Ms: Number(m[8]),
       peakRssKb,
@@ -281,17 +380,11 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
     };
   }
 
-  const source: ScenarioId = "b";
-  const expected = produced.get(source);
-  if (expected === undefined) return { ok: false, error: `nothing to consume: (${source}) did not complete` };
+  const expected = ctx.produced.get(topic);
+  if (expected === undefined) return { ok: false, error: `nothing to consume: (${s.source}) did not complete` };
   const watch = watchPeakRss(broker.pid);
-  const cpu = watchCpu(broker.pid);
-  const run = await runPerfTool(
-    "kafka-consumer-perf-test",
-    ["--bootstrap-server", broker.bootstrap, "--topic", s.topic, "--messages", String(expected), "--group", `bench-consumer-${s.id}`],
-    label,
-    opts.timeoutMs,
-  );
+  const cpu = watchCpu(broker.pid, { kernelApart: true, idlePids: ctx.idlePids });
+  const run = await runPerfTool("kafka-consumer-perf-test", consumerArgs(broker, topic, expected, `bench-consumer-${s.id}-r${ctx.round}`), tag, opts.timeoutMs);
   const peakRssKb = watch.stop();
   const cpuReport = cpu.stop(run.cpuMicros);
   if (run.timedOut) return { ok: false, error: `timed out after ${opts.timeoutMs / 1000} s${errorSuffix(run)}`, peakRssKb };
@@ -303,26 +396,27 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
     ok: true,
     recPerSec: row["fetch.nMsg.sec"]!,
     mbPerSec: row["fetch.MB.sec"]!,
+    bytes: row["data.consumed.in.MB"]! * 1024 * 1024,
     peakRssKb,
     cpu: cpuReport,
     detail:
       `fetch ${row["fetch.time.ms"]} ms after a ${row["rebalance.time.ms"]} ms group join; ` +
-      `including the join: ${fmtNum(row["nMsg.sec"]!)} rec/s, ${row["MB.sec"]!.toFixed(2)} MB/s`,
+      `including the join: ${fmtNum(row["nMsg.sec"]!)} rec/s, ${row["MB.sec"]!.toFixed(2)} MB/s (the broker's CPU and RSS count the join too)`,
   };
 }
 
 /** Sum of the topic's latest offsets (GetOffsetShell, i.e. ListOffsets), or why it could not be read. */
-async function endOffsetSum(broker: Broker, s: Scenario): Promise<number | string> {
+async function endOffsetSum(broker: Broker, topic: string, partitions: number): Promise<number | string> {
   const run = await runJava(
     "org.apache.kafka.tools.GetOffsetShell",
     ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx512m"],
-    ["--bootstrap-server", broker.bootstrap, "--topic", s.topic, "--time", "-1"],
+    ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "-1"],
     "",
     60_000,
   );
   const lines = run.stdout.split("\n").map((l) => l.trim().match(/^(.+):(\d+):(\d+)$/)).filter((m) => m !== null);
-  if (run.code !== 0 || lines.length !== s.partitions) {
-    return `the end offsets could not be read (GetOffsetShell exit ${run.code}, ${lines.length} of ${s.partitions} partitions)${errorSuffix(run)}`;
+  if (run.code !== 0 || lines.length !== partitions) {
+    return `the end offsets could not be read (GetOffsetShell exit ${run.code}, ${lines.length} of ${partitions} partitions)${errorSuffix(run)}`;
   }
   return lines.reduce((sum, m) => sum + Number(m[3]), 0);
 }
@@ -351,103 +445,220 @@ function parseConsumerCsv(stdout: string): Record<string, number> | undefined {
   if (values.length !== names.length) return undefined;
   const out: Record<string, number> = {};
   names.forEach((n, i) => (out[n] = Number(values[i])));
-  for (const k of ["data.consumed.in.nMsg", "fetch.nMsg.sec", "fetch.MB.sec", "nMsg.sec", "MB.sec"]) if (!Number.isFinite(out[k])) return undefined;
+  for (const k of ["data.consumed.in.nMsg", "data.consumed.in.MB", "fetch.nMsg.sec", "fetch.MB.sec", "nMsg.sec", "MB.sec"]) if (!Number.isFinite(out[k])) return undefined;
   return out;
 }
 
-/** Runs every scenario group on fresh brokers of one kind. A broker that fails fails its rows, not the run. */
-async function runBroker(
-  kind: BrokerKind,
-  opts: Options,
-  idempotent: boolean,
-  bunkaBinary: string | Error | undefined,
-): Promise<Map<ScenarioId, Outcome>> {
-  const results = new Map<ScenarioId, Outcome>();
-  const produced = new Map<ScenarioId, number>();
-  const groups = idempotent ? GROUPS_WITH_OVERHEAD : GROUPS;
-  for (const group of groups) {
-    if (isInterrupted()) break;
-    log(`\n== ${kind}: starting a fresh broker for ${group.map((id) => `(${id})`).join(" ")}`);
-    const broker = await startBrokerForRows(kind, bunkaBinary, (binary) => (kind === "kafka" ? startKafkaBroker(opts.dataRoot) : startBunkaBroker(binary, opts.dataRoot)));
-    if ("error" in broker) {
-      for (const id of group) results.set(id, { ok: false, error: broker.error });
-      continue;
+// ---------------------------------------------------------------------------------------------
+// Brokers, warm-up, rounds
+
+/**
+ * The untimed warm-up of a freshly started broker: the producer tool at full speed into a 16-partition topic
+ * for two thirds of --broker-warmup, at least 5 s (then stopped: it has no duration option), then the consumer tool reads
+ * everything that was stored, then the topic is deleted. Returns why it failed, if it did.
+ */
+async function warmUp(broker: Broker, variant: BrokerVariant, opts: Options, idempotent: boolean): Promise<string | undefined> {
+  // At least 5 s: the producer's JVM starts and fetches metadata before its first record.
+  const produceMs = Math.max(5000, Math.round((opts.brokerWarmupS * 1000 * 2) / 3));
+  log(`-- ${variant} broker warm-up: producing for ${(produceMs / 1000).toFixed(0)} s, then consuming it (not measured)`);
+  try {
+    await createTopicWithTool(broker, WARMUP_TOPIC, PARTITIONS_B);
+    const produce = await runPerfTool("kafka-producer-perf-test", producerArgs(broker, WARMUP_TOPIC, WARMUP_RECORDS, idempotent), `${variant} warm-up`, produceMs);
+    if (!produce.timedOut) return `the warm-up producer stopped by itself (exit ${produce.code})${errorSuffix(produce)}`;
+    const stored = await endOffsetSum(broker, WARMUP_TOPIC, PARTITIONS_B);
+    if (typeof stored === "string") return `warm-up: ${stored}`;
+    if (stored === 0) return `the warm-up producer had nothing stored in ${(produceMs / 1000).toFixed(0)} s${errorSuffix(produce)}`;
+    const consume = await runPerfTool("kafka-consumer-perf-test", consumerArgs(broker, WARMUP_TOPIC, stored, "bench-warmup"), `${variant} warm-up`, opts.timeoutMs);
+    const row = parseConsumerCsv(consume.stdout);
+    if (consume.timedOut || !row || (row["data.consumed.in.nMsg"] ?? 0) < stored) {
+      return `the warm-up consumer did not read the ${stored} records (exit ${consume.code}${consume.timedOut ? ", timed out" : ""})${errorSuffix(consume)}`;
     }
-    try {
-      for (const id of group) {
-        if (isInterrupted()) break;
-        const s = SCENARIOS[id];
-        log(`-- ${kind} ${s.title}`);
-        const started = Date.now();
-        let outcome: Outcome;
-        try {
-          outcome = await runScenario(broker, s, opts, idempotent, produced);
-        } catch (e) {
-          outcome = { ok: false, error: (e as Error).message };
-        }
-        if (isInterrupted()) break;
-        if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
-        results.set(id, outcome);
-        log(
-          outcome.ok
-            ? `${kind} ${s.id}: ${fmtNum(outcome.recPerSec)} rec/s, ${outcome.mbPerSec.toFixed(2)} MB/s, peak RSS ${fmtRss(outcome.peakRssKb)} (${((Date.now() - started) / 1000).toFixed(1)} s)`
-            : `${kind} ${s.id}: ${kind}: ${outcome.error}`,
-        );
+    log(`${variant} warm-up: ${fmtNum(stored)} records produced and consumed`);
+    await deleteTopicAndWait(broker, WARMUP_TOPIC);
+    return undefined;
+  } catch (e) {
+    return `warm-up: ${(e as Error).message}`;
+  }
+}
+
+/** One round of one scenario: every broker's outcome, and the order they ran in. */
+interface RoundResult {
+  round: number;
+  order: BrokerVariant[];
+  outcomes: Partial<Record<BrokerVariant, Outcome>>;
+}
+
+interface RunState {
+  results: Map<ScenarioId, RoundResult[]>;
+  /** Group-level failures (a broker that did not start or warm up) and cleanup trouble. */
+  errors: string[];
+}
+
+/** Runs one row, turning a thrown error into a failed outcome that says whether the broker died. */
+async function runRow(broker: Broker, s: Scenario, opts: Options, idempotent: boolean, ctx: RowContext): Promise<Outcome> {
+  let outcome: Outcome;
+  try {
+    outcome = await runScenario(broker, s, opts, idempotent, ctx);
+  } catch (e) {
+    outcome = { ok: false, error: (e as Error).message };
+  }
+  if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
+  return outcome;
+}
+
+function rowLog(variant: BrokerVariant, s: Scenario, o: Outcome, startedMs: number): string {
+  const took = `(${((Date.now() - startedMs) / 1000).toFixed(1)} s)`;
+  if (!o.ok) return `${variant} ${s.id}: ${o.error} ${took}`;
+  const lat = o.p50Ms === undefined ? "" : `, p50/p99 ${o.p50Ms} / ${o.p99Ms} ms`;
+  return `${variant} ${s.id}: ${fmtNum(o.recPerSec)} rec/s, ${o.mbPerSec.toFixed(2)} MB/s${lat}, broker ${cpuPerGib(o).toFixed(2)} CPU-s/GiB, peak RSS ${fmtRss(o.peakRssKb)} ${took}`;
+}
+
+/**
+ * A group: every broker started (empty data dir) and warmed up, then --rounds rounds of the group's rows, the
+ * brokers' order reversed every round; a row's topic is deleted once no later row of the round needs it.
+ */
+async function runGroup(group: ScenarioId[], variants: BrokerVariant[], opts: Options, idempotent: boolean, bunkaBinary: string | Error | undefined, state: RunState): Promise<void> {
+  const scenarios = group.map((id) => SCENARIOS[id]);
+  for (const s of scenarios) state.results.set(s.id, []);
+  const brokers = new Map<BrokerVariant, Broker>();
+  const failed = new Map<BrokerVariant, string>();
+  const produced = new Map<BrokerVariant, Map<string, number>>(variants.map((v) => [v, new Map()]));
+  try {
+    for (const v of variants) {
+      if (isInterrupted()) return;
+      log(`\n== ${v}: starting a broker for ${scenarios.map((s) => `(${s.id})`).join(" ")}, ${opts.rounds} round${opts.rounds === 1 ? "" : "s"}`);
+      const started = await startVariant(v, bunkaBinary, opts.dataRoot, { kafkaProperties: { "log.segment.delete.delay.ms": KAFKA_DELETE_DELAY_MS } });
+      if ("error" in started) failed.set(v, started.error);
+      else brokers.set(v, started);
+    }
+    if (opts.brokerWarmupS > 0) {
+      for (const [v, broker] of brokers) {
+        if (isInterrupted()) return;
+        const error = await warmUp(broker, v, opts, idempotent);
+        if (error === undefined) continue;
+        log(`${v}: ${error}`);
+        failed.set(v, `broker warm-up failed: ${error}${broker.alive() ? "" : ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`}`);
+        brokers.delete(v);
+        await broker.stop();
       }
-    } finally {
-      log(`${kind}: stopping the broker`);
+    }
+    for (const [v, error] of failed) state.errors.push(`${group.map((id) => `(${id})`).join(" ")} ${label(v)}: ${error}`);
+    const running = variants.filter((v) => brokers.has(v));
+    for (let round = 1; round <= opts.rounds; round++) {
+      const order = roundOrder(running, round);
+      for (const s of scenarios) {
+        const outcomes: Partial<Record<BrokerVariant, Outcome>> = {};
+        for (const v of order) {
+          if (isInterrupted()) return;
+          const broker = brokers.get(v)!;
+          log(`-- round ${round}/${opts.rounds}: ${v} ${s.title}`);
+          const startedMs = Date.now();
+          const idlePids = [...brokers.values()].filter((b) => b !== broker).map((b) => b.pid);
+          const outcome = broker.alive()
+            ? await runRow(broker, s, opts, idempotent, { variant: v, round, idlePids, produced: produced.get(v)! })
+            : { ok: false as const, error: `the broker died earlier (log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})` };
+          outcomes[v] = outcome;
+          log(rowLog(v, s, outcome, startedMs));
+          await dropFinishedTopic(broker, v, s, round, scenarios, state);
+        }
+        state.results.get(s.id)!.push({ round, order, outcomes });
+      }
+    }
+  } finally {
+    for (const [v, broker] of brokers) {
+      log(`${v}: stopping the broker`);
       await broker.stop();
     }
   }
-  return results;
 }
 
-
-function cells(o: Outcome | undefined) {
-  if (!o) return { rec: "—", mb: "—", lat: "—", rss: "—" };
-  if (!o.ok) return { rec: "error", mb: "—", lat: "—", rss: o.peakRssKb === undefined ? "—" : fmtRss(o.peakRssKb) };
-  return {
-    rec: fmtNum(o.recPerSec) + (o.cpu.otherPct >= BUSY_PCT ? " *" : ""),
-    mb: o.mbPerSec.toFixed(1),
-    lat: o.p50Ms === undefined ? "n/a" : `${o.p50Ms} / ${o.p99Ms} ms`,
-    rss: fmtRss(o.peakRssKb),
-  };
+/** Deletes the topic row `s` wrote or read when no later row of its group reads it (so a round's data at most is on disk). */
+async function dropFinishedTopic(broker: Broker, v: BrokerVariant, s: Scenario, round: number, scenarios: Scenario[], state: RunState): Promise<void> {
+  const readLater = s.kind === "produce" && scenarios.slice(scenarios.indexOf(s) + 1).some((later) => later.source === s.id);
+  if (readLater || !broker.alive()) return;
+  const topic = topicOf(s, round);
+  try {
+    const startedMs = Date.now();
+    await deleteTopicAndWait(broker, topic);
+    log(`${v}: ${topic} deleted, its files gone after ${((Date.now() - startedMs) / 1000).toFixed(1)} s`);
+  } catch (e) {
+    const error = `round ${round} ${label(v)}: deleting ${topic} after (${s.id}): ${(e as Error).message}`;
+    log(error);
+    state.errors.push(error);
+  }
 }
 
-function buildRows(kinds: BrokerKind[], results: Record<BrokerKind, Map<ScenarioId, Outcome>>): { header: string[]; rows: string[][] } {
-  const both = kinds.length === 2;
-  const header = both
-    ? ["scenario", "Kafka rec/s", "bunka rec/s", "ratio bunka/Kafka", "Kafka MB/s", "bunka MB/s", "Kafka p50/p99", "bunka p50/p99", "Kafka peak RSS", "bunka peak RSS", "RSS ratio"]
-    : ["scenario", `${label(kinds[0]!)} rec/s`, `${label(kinds[0]!)} MB/s`, `${label(kinds[0]!)} p50/p99`, `${label(kinds[0]!)} peak RSS`];
-  const rows: string[][] = [];
+// ---------------------------------------------------------------------------------------------
+// Report
+
+type Measure = { name: string; of: (o: Ok) => number | undefined; fmt: (n: number) => string };
+
+const fmtMs = (ms: number) => (Number.isInteger(ms) ? String(ms) : ms.toFixed(1));
+const PRODUCE_MEASURES: Measure[] = [
+  { name: "records/s", of: (o) => o.recPerSec, fmt: fmtNum },
+  { name: "MB/s", of: (o) => o.mbPerSec, fmt: (n) => n.toFixed(1) },
+  { name: "latency p50 ms", of: (o) => o.p50Ms, fmt: fmtMs },
+  { name: "latency p99 ms", of: (o) => o.p99Ms, fmt: fmtMs },
+  { name: "broker CPU-s per GiB", of: cpuPerGib, fmt: (n) => n.toFixed(2) },
+  { name: "broker peak RSS MiB", of: (o) => (o.peakRssKb === undefined ? undefined : o.peakRssKb / 1024), fmt: (n) => n.toFixed(0) },
+];
+const CONSUME_MEASURES = PRODUCE_MEASURES.filter((m) => !m.name.startsWith("latency"));
+
+/** What an acknowledgement of each variant is worth, in a table cell. */
+const ACK_IS: Record<BrokerVariant, string> = {
+  kafka: "in the page cache, not fsynced",
+  "kafka-flush": "fsynced (every batch)",
+  bunka: "fsynced (group commit)",
+};
+
+/** The durability line of each variant, for the report's header lines. */
+function durabilityLine(v: BrokerVariant): string {
+  switch (v) {
+    case "bunka":
+      return "durability, bunka: acks=all is answered once the batch is fsynced (group commit: one fsync, with its default fsync.mode=batched one syncfs, shared by the appends that arrived meanwhile)";
+    case "kafka":
+      return "durability, Kafka: default flush settings (log.flush.interval.messages, log.flush.interval.ms: never): acks=all is answered once the batch is in the page cache, no fsync before the answer (Apache Kafka relies on replication; here there is one replica)";
+    case "kafka-flush":
+      return `durability, Kafka (fsync per batch): ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, val]) => `${k}=${val}`).join(", ")}, otherwise the same broker; found in Apache Kafka's source: ${KAFKA_FLUSH_FINDING}`;
+  }
+}
+
+function buildTables(variants: BrokerVariant[], state: RunState) {
+  const others = variants.includes("bunka") ? variants.filter((v) => v !== "bunka") : [];
+  const header = ["scenario", "measure", ...variants.map((v) => `${label(v)} median (range)`), ...others.map((v) => `bunka/${label(v)}`)];
+  const rows: string[][] = [["every row", "an acknowledged write is", ...variants.map((v) => ACK_IS[v]), ...others.map(() => "")]];
+  const roundsHeader = ["scenario", "round", "order", ...variants.map(label)];
+  const roundRows: string[][] = [];
   for (const s of Object.values(SCENARIOS)) {
-    const k = results.kafka.get(s.id);
-    const b = results.bunka.get(s.id);
-    if (k === undefined && b === undefined) continue; // (d), (e) when they did not run
-    if (both) {
-      const kc = cells(k);
-      const bc = cells(b);
-      rows.push([
+    const rs = state.results.get(s.id);
+    if (rs === undefined) continue; // (d), (e) when they did not run
+    const oks = (v: BrokerVariant) => rs.map((r) => r.outcomes[v]).filter((o): o is Ok => o?.ok === true);
+    const values = (v: BrokerVariant, m: Measure) => oks(v).map(m.of).filter((x): x is number => x !== undefined && Number.isFinite(x));
+    for (const m of s.kind === "produce" ? PRODUCE_MEASURES : CONSUME_MEASURES) {
+      const ratios = others.map((v) => {
+        const b = median(values("bunka", m));
+        const o = median(values(v, m));
+        return b === undefined || o === undefined || o === 0 ? "—" : (b / o).toFixed(2);
+      });
+      rows.push([s.title, m.name, ...variants.map((v) => medianSpread(values(v, m), m.fmt)), ...ratios]);
+    }
+    for (const r of rs) {
+      roundRows.push([
         s.title,
-        kc.rec,
-        bc.rec,
-        ratio(b?.ok ? b.recPerSec : undefined, k?.ok ? k.recPerSec : undefined),
-        kc.mb,
-        bc.mb,
-        kc.lat,
-        bc.lat,
-        kc.rss,
-        bc.rss,
-        ratio(b?.peakRssKb, k?.peakRssKb),
+        String(r.round),
+        r.order.map(label).join(", "),
+        ...variants.map((v) => {
+          const o = r.outcomes[v];
+          if (!o) return "not run";
+          if (!o.ok) return "error";
+          const lat = o.p50Ms === undefined ? "" : `, p50/p99 ${o.p50Ms}/${o.p99Ms} ms`;
+          return `${fmtNum(o.recPerSec)} rec/s, ${o.mbPerSec.toFixed(1)} MB/s${lat}, ${cpuPerGib(o).toFixed(2)} CPU-s/GiB, ${fmtRss(o.peakRssKb)}${o.cpu.otherPct >= BUSY_PCT ? " *" : ""}`;
+        }),
       ]);
-    } else {
-      const c = cells(results[kinds[0]!].get(s.id));
-      rows.push([s.title, c.rec, c.mb, c.lat, c.rss]);
     }
   }
-  return { header, rows };
+  return { header, rows, roundsHeader, roundRows };
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Main
@@ -456,18 +667,18 @@ async function main(): Promise<number> {
   const opts = parseArgs(process.argv.slice(2));
   installSignalHandlers();
   const t0 = Date.now();
-  const kinds: BrokerKind[] = opts.only ? [opts.only] : ["kafka", "bunka"];
+  const variants = variantsOf(opts.only, opts.kafkaFlush);
   await ensureKafkaLibs();
   const env = await environment(opts.dataRoot);
 
-  // bunka's binary, and whether it serves InitProducerId (decides enable.idempotence for both brokers).
+  // bunka's binary, and whether it serves InitProducerId (decides enable.idempotence for every broker).
   let bunkaBinary: string | Error | undefined;
   let idempotent = opts.idempotence !== "off";
   let idempotenceNote: string;
-  const needBunka = kinds.includes("bunka") || opts.idempotence === "auto";
+  const needBunka = variants.includes("bunka") || opts.idempotence === "auto";
   if (needBunka) {
     try {
-      bunkaBinary = await ensureBunkaBinary();
+      bunkaBinary = opts.bunkaBinary ?? (await ensureBunkaBinary());
     } catch (e) {
       bunkaBinary = e as Error;
     }
@@ -495,84 +706,104 @@ async function main(): Promise<number> {
     } else {
       idempotent = false;
       idempotenceNote =
-        "enable.idempotence=false for BOTH brokers: bunka does not serve InitProducerId yet, " +
+        "enable.idempotence=false for EVERY broker: bunka does not serve InitProducerId yet, " +
         "so the Java default (idempotence on, since 3.0) would fail against it";
     }
   } else {
-    idempotenceNote = `enable.idempotence=${idempotent} for both brokers (--idempotence ${opts.idempotence})`;
+    idempotenceNote = `enable.idempotence=${idempotent} for every broker (--idempotence ${opts.idempotence})`;
   }
   log(`producer: ${idempotenceNote}`);
 
-  const results: Record<BrokerKind, Map<ScenarioId, Outcome>> = { kafka: new Map(), bunka: new Map() };
-  for (const kind of kinds) {
+  const state: RunState = { results: new Map(), errors: [] };
+  for (const group of idempotent ? GROUPS_WITH_OVERHEAD : GROUPS) {
     if (isInterrupted()) break;
-    results[kind] = await runBroker(kind, opts, idempotent, bunkaBinary);
+    await runGroup(group, variants, opts, idempotent, bunkaBinary, state);
   }
   if (isInterrupted()) return 130;
   const elapsedS = Math.round((Date.now() - t0) / 1000);
 
-  const { header, rows } = buildRows(kinds, results);
+  const tables = buildTables(variants, state);
   // The cost of idempotence per broker: each idempotent produce row against its rerun without it.
-  const overhead: string[] = [];
-  for (const kind of kinds) for (const s of Object.values(SCENARIOS)) {
+  const notes: string[] = [];
+  for (const v of variants) for (const s of Object.values(SCENARIOS)) {
     if (s.withoutIdempotenceOf === undefined) continue;
-    const on = results[kind].get(s.withoutIdempotenceOf);
-    const off = results[kind].get(s.id);
-    if (!on?.ok || !off?.ok) continue;
-    const cost = (1 - on.recPerSec / off.recPerSec) * 100;
-    overhead.push(
-      `idempotence on ${label(kind)}, (${s.withoutIdempotenceOf}) vs (${s.id}): ${fmtNum(on.recPerSec)} rec/s idempotent, ` +
-        `${fmtNum(off.recPerSec)} without, ratio ${(on.recPerSec / off.recPerSec).toFixed(2)} ` +
+    const recPerSec = (id: ScenarioId) => median((state.results.get(id) ?? []).map((r) => r.outcomes[v]).filter((o): o is Ok => o?.ok === true).map((o) => o.recPerSec));
+    const on = recPerSec(s.withoutIdempotenceOf);
+    const off = recPerSec(s.id);
+    if (on === undefined || off === undefined) continue;
+    const cost = (1 - on / off) * 100;
+    notes.push(
+      `idempotence on ${label(v)}, (${s.withoutIdempotenceOf}) vs (${s.id}), medians: ${fmtNum(on)} rec/s idempotent, ` +
+        `${fmtNum(off)} without, ratio ${(on / off).toFixed(2)} ` +
         `(${cost >= 0 ? `${cost.toFixed(1)}% slower` : `${(-cost).toFixed(1)}% faster`} with idempotence)`,
     );
   }
+  const flags =
+    `--rounds ${opts.rounds} --broker-warmup ${opts.brokerWarmupS} --records ${opts.records}${opts.kafkaFlush ? " --kafka-flush" : ""}` +
+    `${opts.only ? ` --only ${opts.only}` : ""} --idempotence ${opts.idempotence} --timeout ${opts.timeoutMs / 1000}`;
   const meta = [
-    `date: ${env.date} (whole run ${elapsedS} s)`,
+    `date: ${env.date} (whole run ${elapsedS} s; load average ${loadAverages()} at the end)`,
     `machine: ${env.machine}`,
-    `brokers: ${env.kafka}; ${env.bunka}; ${env.runtime}`,
-    `load: Apache kafka-producer-perf-test / kafka-consumer-perf-test ${KAFKA_VERSION} (Java, -Xmx1g, on the same machine), ` +
-      `${fmtNum(opts.records)} records of ${RECORD_SIZE} B per produce scenario, --throughput -1`,
+    `CPUs: ${env.sharing}`,
+    `brokers: ${env.kafka}${variants.includes("kafka-flush") ? `, and the same with ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, v]) => `${k}=${v}`).join(" ")} for "Kafka (fsync per batch)"` : ""}` +
+      `${variants.some((v) => v !== "bunka") ? `, log.segment.delete.delay.ms=${KAFKA_DELETE_DELAY_MS} (the rows' topics are deleted between rows, and their files waited for)` : ""}; ` +
+      `${opts.bunkaBinary ? `bunka --bunka-binary ${opts.bunkaBinary} (the work tree: ${env.bunka})` : env.bunka}, default settings; ${env.runtime}`,
+    ...variants.map(durabilityLine),
+    `load: Apache kafka-producer-perf-test / kafka-consumer-perf-test ${KAFKA_VERSION} (Java, ${PERF_TOOL_JVM.join(" ")}, a new JVM per row, on the same machine), ` +
+      `${fmtNum(opts.records)} records of ${RECORD_SIZE} B per produce row, --throughput -1; flags: ${flags}`,
     `producer: Java producer defaults (acks=all, linger.ms=5, batch.size=16384, max.in.flight=5, no compression); ${idempotenceNote}`,
     "consumer: one consumer in a fresh group; rec/s and MB/s are the tool's fetch.* columns (the ~3 s group join excluded)",
-    "durability: bunka fsyncs acks=-1 (all) writes before answering them; Apache Kafka with its default flush " +
-      "settings does not fsync (it relies on replication, and here there is one replica)",
-    "MB = MiB as the tools print it; p50/p99 = the producer tool's send-to-ack latency; peak RSS = the broker " +
-      "process's VmHWM / max VmRSS during the scenario (the JVM for Apache Kafka)",
+    `method: per scenario group every broker is started once (empty data dir) and kept up for the group; ` +
+      (opts.brokerWarmupS > 0
+        ? `each first gets ${opts.brokerWarmupS} s of untimed load (2/3 producing to a ${PARTITIONS_B}-partition topic, then consuming it) so that the JITs are warm; `
+        : "no broker warm-up (--broker-warmup 0): Apache Kafka's first rows run on a cold JVM; ") +
+      `then ${opts.rounds} round${opts.rounds === 1 ? "" : "s"}, each running every row of the group on every broker, ` +
+      `the order (see "order" below) reversed from one round to the next; each row writes its own topic, deleted once read`,
+    `a cell is the median over the rounds with the range (min–max); bunka/X = bunka's median / X's median (above 1: more for bunka — better for ` +
+      "records/s and MB/s, worse for latency, CPU and RSS)",
+    "MB = MiB as the tools print it; p50/p99 = the producer tool's send-to-ack latency (whole ms); broker CPU-s per GiB = the broker process's " +
+      "utime+stime during the row per GiB of record payload moved; peak RSS = the broker process's VmHWM / max VmRSS during the row (the JVM for Apache Kafka)",
   ];
-  const errors: string[] = [];
   const details: string[] = [];
+  const errors = [...state.errors];
+  let skewed = false;
   for (const s of Object.values(SCENARIOS)) {
-    for (const kind of kinds) {
-      const o = results[kind].get(s.id);
-      if (!o) continue;
-      if (!o.ok) errors.push(`${s.title.slice(0, 3)} ${kind}: ${o.error}`);
-      else {
-        const busy = o.cpu.otherPct >= BUSY_PCT ? ` — WARNING: other processes used ${o.cpu.otherPct.toFixed(0)}% of the machine, numbers are skewed` : "";
+    for (const r of state.results.get(s.id) ?? []) {
+      for (const v of variants) {
+        const o = r.outcomes[v];
+        if (!o) continue;
+        const where = `round ${r.round} ${s.title.slice(0, 3)} ${label(v)}`;
+        if (!o.ok) {
+          errors.push(`${where}: ${o.error}`);
+          continue;
+        }
+        const busy = o.cpu.otherPct >= BUSY_PCT;
+        skewed ||= busy;
         details.push(
-          `${s.title.slice(0, 3)} ${kind}: ${o.detail}; CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s, ` +
-            `other processes ${o.cpu.otherPct.toFixed(0)}% of the machine${busy}`,
+          `${where}: ${o.detail}; CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s, the idle brokers ${(o.cpu.idleS ?? 0).toFixed(1)} s, ` +
+            `kernel threads and interrupts ${(o.cpu.kernelPct ?? 0).toFixed(0)}% and other processes ${o.cpu.otherPct.toFixed(0)}% of the machine` +
+            (busy ? ` — WARNING: other processes used ${o.cpu.otherPct.toFixed(0)}% of the machine, numbers are skewed` : ""),
         );
       }
     }
   }
-
-  const skewed = [...results.kafka.values(), ...results.bunka.values()].some((o) => o.ok && o.cpu.otherPct >= BUSY_PCT);
-  if (skewed) meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that scenario: the number is skewed, run again on a quiet machine`);
+  if (skewed) meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that row: the number is skewed, run again on a quiet machine`);
   process.stdout.write(
     renderReport({
-      title: "Produce/consume benchmark: Apache Kafka vs bunka",
+      title: `Produce/consume benchmark: ${variants.map(label).join(" vs ")}`,
       date: env.date,
       headingLevel: 3,
-      kinds,
+      kinds: variants,
       meta,
-      header,
-      rows,
-      notes: overhead,
+      header: tables.header,
+      rows: tables.rows,
+      tables: [{ caption: "Every round (order = which broker ran the row first):", header: tables.roundsHeader, rows: tables.roundRows }],
+      notes,
       errors,
       details,
     }),
   );
-  return 0;
+  return errors.length > 0 ? 1 : 0;
 }
 
 let code = 1;

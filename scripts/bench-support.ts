@@ -4,11 +4,11 @@
  * binary with fresh data dirs, the cleanup registry (undone at the end, on an error and on Ctrl-C),
  * ApiVersions, a broker's peak RSS and CPU, the CPU everything else on the machine used (rows measured on a
  * busy machine are flagged), compiling the Java load tools of scripts/bench-java/, medians, the environment
- * line and tables.
+ * line and tables, and the broker variants with what each one's acknowledgement is worth (durability).
  */
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { availableParallelism, release } from "node:os";
+import { availableParallelism, loadavg, release } from "node:os";
 import { join } from "node:path";
 import {
   type ApacheKafka,
@@ -23,10 +23,66 @@ import {
   startApacheKafka,
 } from "../tests/support/apache-kafka.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
-import { errorInfoByCode } from "../src/errors/generated/error-codes.ts";
+import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
 import { buildTarget, outfileFor } from "./build.ts";
 
 export type BrokerKind = "kafka" | "bunka";
+
+/**
+ * What a benchmark row runs against: bunka, Apache Kafka with its default settings, or Apache Kafka told to
+ * fsync every append before it answers (`kafka-flush`, KAFKA_FLUSH_PROPERTIES), the like-for-like
+ * durability reference for bunka. A `kafka-flush` broker is a Broker of kind "kafka".
+ */
+export type BrokerVariant = BrokerKind | "kafka-flush";
+
+/**
+ * server.properties of the `kafka-flush` variant. What Apache Kafka (4.1) does with it, read in its source:
+ * UnifiedLog.append ends, still under the partition log's lock, with
+ * `if (localLog.unflushedMessages() >= config().flushInterval) flush(false)`; flush forces the segment's file
+ * (FileChannel.force(true)) and its offset, time and transaction indexes, and the directory when a segment is
+ * new. ReplicaManager.appendRecords runs that append on the request handler thread before it builds the answer,
+ * and with acks=all and a single in-sync replica the answer is not delayed further. So with
+ * log.flush.interval.messages=1 (the broker default of the topic config flush.messages, which no topic here
+ * overrides) every append is fsynced synchronously before the Produce answer: one fsync per partition batch of
+ * the request, partition after partition (not shared between requests, unlike a group commit). The broker's
+ * own appends go the same way: the transaction coordinator's __transaction_state records (so EndTxn is
+ * answered after PrepareCommit is fsynced), the transaction markers and __consumer_offsets.
+ * log.flush.interval.ms stays at its default: the time-based flusher adds nothing when every append flushes.
+ */
+export const KAFKA_FLUSH_PROPERTIES: Record<string, number> = { "log.flush.interval.messages": 1 };
+
+/** KAFKA_FLUSH_PROPERTIES' finding in one sentence, for the reports. */
+export const KAFKA_FLUSH_FINDING =
+  "log.flush.interval.messages=1 makes Apache Kafka fsync synchronously in the produce path: UnifiedLog.append " +
+  "ends, under the partition's lock on the request handler thread, with flush() (FileChannel.force of the segment " +
+  "and its indexes) once unflushedMessages >= flush.messages, before the Produce answer is built; so every batch " +
+  "of a request is fsynced, partition after partition, before the answer (no sharing between requests), and the " +
+  "same holds for the broker's own appends (__transaction_state, transaction markers, __consumer_offsets)";
+
+/** How a variant is named in tables and logs. */
+export const variantLabel = (v: BrokerVariant): string => (v === "kafka" ? "Kafka" : v === "kafka-flush" ? "Kafka (fsync per batch)" : "bunka");
+
+/** The process behind a variant. */
+export const kindOf = (v: BrokerVariant): BrokerKind => (v === "bunka" ? "bunka" : "kafka");
+
+/**
+ * The variants of a run: `only` (one of kafka, bunka) or both, plus `kafka-flush` (after Apache Kafka) when
+ * asked for.
+ */
+export function variantsOf(only: BrokerKind | undefined, kafkaFlush: boolean): BrokerVariant[] {
+  const base: BrokerVariant[] = only ? [only] : ["kafka", "bunka"];
+  if (!kafkaFlush) return base;
+  const at = base[0] === "kafka" ? 1 : 0;
+  return [...base.slice(0, at), "kafka-flush", ...base.slice(at)];
+}
+
+/**
+ * The order of round `round` (1-based): the variants as given in odd rounds, reversed in even ones, so that
+ * over two rounds each outer variant runs once first and once last (with three, the middle one stays).
+ */
+export function roundOrder<T>(variants: readonly T[], round: number): T[] {
+  return round % 2 === 1 ? [...variants] : [...variants].reverse();
+}
 
 export const log = (line: string) => process.stderr.write(`${line}\n`);
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -212,29 +268,35 @@ export interface CpuReport {
   otherPct: number;
   /** With `kernelApart`: the kernel's share (interrupts, softirq, kernel threads), not counted in otherPct. */
   kernelPct?: number;
+  /** With `idlePids`: CPU seconds those processes (the brokers waiting for their turn) used, not counted in otherPct. */
+  idleS?: number;
 }
 
 /**
  * CPU of the broker, the tool and this process during a scenario, and the share of the machine everything
  * else used. `kernelApart` reports the kernel's own work (interrupts, softirq, kernel threads such as the
- * kworkers that complete the broker's fsyncs) separately instead of as other load.
+ * kworkers that complete the broker's fsyncs) separately instead of as other load; `idlePids` (the other
+ * brokers of an interleaved run, idle meanwhile) are reported apart too, so that "other" is load from outside.
  */
-export function watchCpu(brokerPid: number, opts: { kernelApart?: boolean } = {}): { stop(toolCpuMicros: number): CpuReport } {
+export function watchCpu(brokerPid: number, opts: { kernelApart?: boolean; idlePids?: readonly number[] } = {}): { stop(toolCpuMicros: number): CpuReport } {
   const t0 = performance.now();
   const kernel0 = opts.kernelApart ? kernelTicks() : 0;
   const busy0 = machineBusyTicks();
   const broker0 = processTicks(brokerPid);
+  const idlePids = opts.idlePids ?? [];
+  const idle0 = idlePids.map(processTicks);
   const self0 = process.cpuUsage();
   return {
     stop(toolCpuMicros) {
       const elapsedS = (performance.now() - t0) / 1000;
       const brokerTicks = processTicks(brokerPid) - broker0;
+      const idleTicks = idlePids.reduce((sum, pid, i) => sum + Math.max(0, processTicks(pid) - idle0[i]!), 0);
       const self = process.cpuUsage(self0);
       const selfTicks = ((self.user + self.system) / 1e6) * CLK_TCK;
       const toolTicks = (toolCpuMicros / 1e6) * CLK_TCK;
       const busy = machineBusyTicks() - busy0;
       const kernel = opts.kernelApart ? Math.max(0, kernelTicks() - kernel0) : 0;
-      const other = busy - brokerTicks - toolTicks - selfTicks - kernel;
+      const other = busy - brokerTicks - idleTicks - toolTicks - selfTicks - kernel;
       const capacity = elapsedS * availableParallelism() * CLK_TCK;
       const pct = (ticks: number) => (capacity > 0 ? Math.max(0, (100 * ticks) / capacity) : 0);
       return {
@@ -243,6 +305,7 @@ export function watchCpu(brokerPid: number, opts: { kernelApart?: boolean } = {}
         selfS: (self.user + self.system) / 1e6,
         otherPct: pct(other),
         ...(opts.kernelApart ? { kernelPct: pct(kernel) } : {}),
+        ...(opts.idlePids ? { idleS: idleTicks / CLK_TCK } : {}),
       };
     },
   };
@@ -376,7 +439,7 @@ export interface Broker {
  * none (the bunka binary that could not be built, or the first line of the start's error, also logged).
  */
 export async function startBrokerForRows(
-  kind: BrokerKind,
+  kind: BrokerVariant,
   bunkaBinary: string | Error | undefined,
   start: (bunkaBinary: string) => Promise<Broker>,
 ): Promise<Broker | { error: string }> {
@@ -549,6 +612,57 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
   };
 }
 
+/**
+ * Starts a broker of `variant` for a group of rows (through startBrokerForRows): Apache Kafka with
+ * `kafkaProperties` (and, for kafka-flush, KAFKA_FLUSH_PROPERTIES over them), or bunka with `bunkaConfig`.
+ */
+export function startVariant(
+  variant: BrokerVariant,
+  bunkaBinary: string | Error | undefined,
+  root: string,
+  o: { kafkaProperties?: Record<string, string | number>; bunkaConfig?: Record<string, string | number> } = {},
+): Promise<Broker | { error: string }> {
+  return startBrokerForRows(variant, bunkaBinary, (binary) =>
+    variant === "bunka"
+      ? startBunkaBroker(binary, root, o.bunkaConfig ?? {})
+      : startKafkaBroker(root, variant === "kafka-flush" ? { ...o.kafkaProperties, ...KAFKA_FLUSH_PROPERTIES } : (o.kafkaProperties ?? {})),
+  );
+}
+
+/** A partition directory of `topic`, live (`<topic>-<p>`) or being deleted (`<topic>-<p>.<id>-delete`). */
+export function isPartitionDirOf(name: string, topic: string): boolean {
+  return name.startsWith(`${topic}-`) && /^\d+(\..+-delete)?$/.test(name.slice(topic.length + 1));
+}
+
+/**
+ * Deletes `topic` (DeleteTopics in a raw frame) and waits until none of its partition directories is left
+ * in the broker's log dir, so that removing its files does not overlap the next measurement. Apache Kafka
+ * removes them log.segment.delete.delay.ms (default 60 s) after the deletion: give it a short one.
+ */
+export async function deleteTopicAndWait(broker: Broker, topic: string, timeoutMs = 120_000): Promise<void> {
+  const c = await connect(broker, "bench-delete-topic");
+  try {
+    const version = Math.min(5, broker.apis.get(20) ?? 0);
+    const res = await c.request(20, version, { topicNames: [topic], timeoutMs: 30_000 });
+    const code = (res.responses as { errorCode: number }[])[0]?.errorCode ?? -1;
+    if (code !== 0 && code !== ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) throw new Error(`DeleteTopics ${topic}: ${errName(code)}`);
+  } finally {
+    c.close();
+  }
+  const deadline = Date.now() + timeoutMs;
+  const left = () => {
+    try {
+      return readdirSync(broker.logDir).filter((name) => isPartitionDirOf(name, topic));
+    } catch {
+      return [];
+    }
+  };
+  for (let dirs = left(); dirs.length > 0; dirs = left()) {
+    if (Date.now() > deadline) throw new Error(`${topic}: ${dirs.length} partition directories still there ${timeoutMs / 1000} s after DeleteTopics (${dirs.slice(0, 3).join(", ")})`);
+    await sleep(100);
+  }
+}
+
 /** The sum (seconds) and count of every series of a Prometheus histogram family, by its label set. */
 export async function scrapeHistogramTotals(metricsUrl: string, family: string): Promise<Map<string, { sumS: number; count: number }>> {
   const text = await (await fetch(metricsUrl)).text();
@@ -598,6 +712,10 @@ export async function capture(cmd: string[]): Promise<string> {
 export interface Env {
   date: string;
   machine: string;
+  /** The CPUs the run has (nproc). */
+  cpus: number;
+  /** Who shares those CPUs, and the load average when the run started. */
+  sharing: string;
   kafka: string;
   bunka: string;
   runtime: string;
@@ -608,13 +726,19 @@ export async function environment(dataRoot: string): Promise<Env> {
   const model = cpuinfo.match(/^model name\s*:\s*(.+)$/m)?.[1]?.trim() ?? "unknown CPU";
   const memKb = Number(readFileSync("/proc/meminfo", "utf8").match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0);
   const nproc = (await capture(["nproc"])) || String(availableParallelism());
-  const fsType = await capture(["stat", "-f", "-c", "%T", dataRoot]);
+  // findmnt names ext4 as such; stat -f says "ext2/ext3" for every ext file system.
+  const fsType = (await capture(["findmnt", "-n", "-o", "FSTYPE", "--target", dataRoot])) || (await capture(["stat", "-f", "-c", "%T", dataRoot]));
   const commit = await capture(["git", "rev-parse", "--short=12", "HEAD"]);
   const dirty = (await capture(["git", "status", "--porcelain", "--", "src", "package.json"])) !== "";
   const java = (await capture([javaBin(), "-version"])).split("\n")[0]?.replace(/^openjdk version /, "OpenJDK ") ?? "java";
   const version = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")).version as string;
+  const load = loadavg().map((l) => l.toFixed(2)).join(" ");
   return {
     date: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+    cpus: Number(nproc) || availableParallelism(),
+    sharing:
+      `the brokers, the Java load tool and this script all run on these ${nproc} CPUs (nothing pinned, nothing isolated); ` +
+      `the load average was ${load} at the start; what other processes used during each row is measured (rows where it reached ${BUSY_PCT}% of the machine are marked *)`,
     machine: `${nproc} CPUs (nproc), ${model}, ${(memKb / 1024 / 1024).toFixed(1)} GiB RAM, Linux ${release()}, data dirs in ${dataRoot} (${fsType || "?"})`,
     kafka: `Apache Kafka ${KAFKA_VERSION} (single-node KRaft, default settings; JVM ${java.replace(/"/g, "")}, -Xmx1g -Xms1g G1)`,
     bunka: `bunka ${version} (dist/bunka-linux-x64), commit ${commit || "?"}${dirty ? " + uncommitted changes in src/" : ""}`,
@@ -630,13 +754,24 @@ export function median(values: number[]): number | undefined {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+/** "median (min–max)" of `values` (just the value when there is one, "—" for none). */
+export function medianSpread(values: number[], fmt: (n: number) => string): string {
+  const m = median(values);
+  if (m === undefined) return "—";
+  if (values.length === 1) return fmt(m);
+  return `${fmt(m)} (${fmt(Math.min(...values))}–${fmt(Math.max(...values))})`;
+}
+
+/** The 1-minute, 5-minute and 15-minute load averages, for a report line. */
+export const loadAverages = (): string => loadavg().map((l) => l.toFixed(2)).join(" ");
+
 /** Other processes' share of the machine from which a row is flagged as skewed. */
 export const BUSY_PCT = 10;
 export const fmtNum = (n: number) => Math.round(n).toLocaleString("en-US");
 export const fmtRss = (kb: number | undefined) => (kb === undefined ? "?" : `${(kb / 1024).toFixed(0)} MiB`);
 export const ratio = (num: number | undefined, den: number | undefined) => (num === undefined || den === undefined || den === 0 ? "—" : `${(num / den).toFixed(2)}`);
 
-export const label = (k: BrokerKind) => (k === "kafka" ? "Kafka" : "bunka");
+export const label = (k: BrokerVariant) => variantLabel(k);
 
 export function textTable(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -655,7 +790,7 @@ export interface Report {
   date: string;
   /** `#` characters of that heading. */
   headingLevel: number;
-  kinds: readonly BrokerKind[];
+  kinds: readonly BrokerVariant[];
   meta: string[];
   header: string[];
   rows: string[][];
