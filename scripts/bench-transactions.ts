@@ -1,7 +1,8 @@
 #!/usr/bin/env bun
 /**
- * Transactions benchmark: Apache Kafka against bunka, on the same machine, one after the other (or with
- * --rounds both at once, in alternating rounds), with the same load tool for both:
+ * Transactions benchmark: Apache Kafka against bunka (and, with --kafka-flush, against Apache Kafka fsyncing
+ * every append), on the same machine, one after the other (or with --rounds all at once, in alternating
+ * rounds), with the same load tool for all:
  * scripts/bench-java/TxnBench.java (Apache Kafka's own Java producer and consumer, 4.1.1), compiled here with
  * javac into .cache/bench-java/ against the jars of tests/support/apache-kafka.ts. Not a test; see
  * docs/benchmarks.md ("Transactions").
@@ -10,7 +11,7 @@
  *                                     [--endtxn-duration S] [--ids 10000,100000] [--kafka-ids LIST]
  *                                     [--precreate-timeout S] [--broker-warmup S] [--scenarios a,b,c]
  *                                     [--kafka-txn-version 1|2] [--data-root DIR] [--bunka-binary PATH]
- *                                     [--rounds N]
+ *                                     [--rounds N] [--kafka-flush]
  *
  * Every transaction is: beginTransaction(); 10 x send() of a 1 KiB record (each to another of the topic's 16
  * partitions); flush(); commitTransaction(). Each producer thread has its own transactional.id. Scenarios,
@@ -30,11 +31,26 @@
  * committed transaction (after the producers stop it drains for up to 15 s); any client error fails the row
  * with the client's first error.
  *
+ * The report gives, per scenario and measure, each broker's value (with --rounds: the median over the rounds
+ * and the range, min–max) and bunka's median divided by each other broker's (the ratio of the medians).
+ *
+ * Durability, stated in the report next to the figures:
+ *   - bunka fsyncs before it answers each step: the coordinator's journal for AddPartitionsToTxn and for
+ *     EndTxn (answered once Prepare* is durable), the segment for Produce acks=all; the markers and Complete*
+ *     are fsynced after the EndTxn answer, and the producer's next request about its id waits for them.
+ *   - Apache Kafka with its default flush settings fsyncs nothing before an answer: EndTxn is answered once
+ *     PrepareCommit is appended to __transaction_state (page cache), the markers and CompleteCommit follow.
+ *   - --kafka-flush adds Apache Kafka with log.flush.interval.messages=1, which its source shows to be
+ *     synchronous: UnifiedLog.append ends with flush() (FileChannel.force of the segment and its indexes)
+ *     under the partition's lock on the request handler thread, before ReplicaManager answers. That holds for
+ *     the broker's own appends too, so its Produce batches and the __transaction_state records (PrepareCommit
+ *     before the EndTxn answer) are fsynced before their answers; the markers and CompleteCommit after it.
+ *
  * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md) go to
  * stdout. Brokers, tools and temp dirs are removed at the end, on an error and on Ctrl-C.
  */
 import { existsSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { resolve } from "node:path";
 import { javaBin, KAFKA_VERSION } from "../tests/support/apache-kafka.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
@@ -42,6 +58,7 @@ import { ErrorCode } from "../src/errors/generated/error-codes.ts";
 import {
   type Broker,
   type BrokerKind,
+  type BrokerVariant,
   BUSY_PCT,
   capture,
   compileJavaTool,
@@ -56,18 +73,22 @@ import {
   installSignalHandlers,
   isInterrupted,
   type JavaToolRun,
+  KAFKA_FLUSH_FINDING,
+  KAFKA_FLUSH_PROPERTIES,
+  kindOf,
   label,
+  loadAverages,
   log,
   median,
-  ratio,
+  medianSpread,
   renderReport,
+  roundOrder,
   runCleanups,
   runJavaTool,
   scrapeHistogramTotals,
   sleep,
-  startBrokerForRows,
-  startBunkaBroker,
-  startKafkaBroker,
+  startVariant,
+  variantsOf,
   watchCpu,
   watchPeakRss,
 } from "./bench-support.ts";
@@ -92,8 +113,10 @@ interface Options {
   brokerWarmupS: number;
   dataRoot: string;
   bunkaBinary?: string;
-  /** Interleaved mode: both brokers up at once, every scenario run this many times on each, alternating. */
+  /** Interleaved mode: all brokers up at once, every scenario run this many times on each, alternating. */
   rounds?: number;
+  /** Also run Apache Kafka with KAFKA_FLUSH_PROPERTIES (fsync per append). */
+  kafkaFlush: boolean;
 }
 
 const PARTITIONS = 16;
@@ -110,9 +133,9 @@ const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
 const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S]
        [--producers N] [--endtxn-duration S] [--ids LIST] [--kafka-ids LIST] [--precreate-timeout S]
        [--broker-warmup S] [--scenarios a,b,c] [--kafka-txn-version 1|2] [--data-root DIR]
-       [--bunka-binary PATH] [--rounds N]
+       [--bunka-binary PATH] [--rounds N] [--kafka-flush]
 
-  --only B               run one broker only (kafka or bunka)
+  --only B               run one broker only (kafka or bunka; --kafka-flush still adds its variant)
   --duration S           (a), (b): seconds measured (default 20)
   --warmup S             (a), (b): seconds of transactions before the measurement (default 10; the load tool's
                          own JVM is new for every row and needs them)
@@ -128,15 +151,17 @@ const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--
                          own default, 2 in 4.1; bunka speaks version 1)
   --data-root DIR        where the brokers' temporary data dirs go (default ${tmpdir()})
   --bunka-binary PATH    run this bunka executable (default: dist/bunka-linux-x64, rebuilt when older than src/)
-  --rounds N             interleaved: start both brokers once (each warmed up), then N rounds, each running
-                         every scenario on both, the order alternating from round to round; reports every
+  --rounds N             interleaved: start every broker once (each warmed up), then N rounds, each running
+                         every scenario on each broker, the order reversed from round to round; reports every
                          round and the medians (with --scenarios a, b or a,b). This machine's speed drifts
                          by ±20% within minutes: a ratio of two rows run side by side is steadier than one of
                          two runs minutes apart
+  --kafka-flush          also run Apache Kafka with log.flush.interval.messages=1, which fsyncs every append
+                         (the coordinator's too) before answering: the like-for-like durability reference
 `;
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { durationS: 20, warmupS: 10, producers: 16, endTxnDurationS: 10, ids: [10_000, 100_000], precreateTimeoutS: 300, scenarios: new Set(["a", "b", "c"]), brokerWarmupS: 30, dataRoot: tmpdir() };
+  const o: Options = { durationS: 20, warmupS: 10, producers: 16, endTxnDurationS: 10, ids: [10_000, 100_000], precreateTimeoutS: 300, scenarios: new Set(["a", "b", "c"]), brokerWarmupS: 30, dataRoot: tmpdir(), kafkaFlush: false };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -203,6 +228,10 @@ function parseArgs(argv: string[]): Options {
       case "--rounds":
         o.rounds = Math.round(num(2));
         break;
+      case "--kafka-flush":
+        if (inline !== undefined) die("--kafka-flush takes no value");
+        o.kafkaFlush = true;
+        break;
       case "--bunka-binary":
         o.bunkaBinary = resolve(value());
         if (!existsSync(o.bunkaBinary)) die(`--bunka-binary: ${o.bunkaBinary} does not exist`);
@@ -215,8 +244,8 @@ function parseArgs(argv: string[]): Options {
         die(`unknown argument ${argv[i]}`);
     }
   }
-  if (o.rounds !== undefined && (o.only !== undefined || o.scenarios.has("c"))) {
-    die("--rounds needs both brokers and runs only (a) and (b): add --scenarios a,b (or one of them)");
+  if (o.rounds !== undefined && (variantsOf(o.only, o.kafkaFlush).length < 2 || o.scenarios.has("c"))) {
+    die("--rounds needs two brokers or more and runs only (a) and (b): add --scenarios a,b (or one of them)");
   }
   return o;
 }
@@ -488,9 +517,10 @@ function scenariosFor(opts: Options, ids: number[]): { groups: Scenario[][] } {
   return { groups: groups.filter((g) => g.length > 0) };
 }
 
-async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }): Promise<Outcome> {
+async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }, idlePids: number[] = []): Promise<Outcome> {
   const watch = watchPeakRss(broker.pid);
-  const cpu = watchCpu(broker.pid);
+  // The kernel's threads complete the brokers' fsyncs: measured apart, not taken for load from outside.
+  const cpu = watchCpu(broker.pid, { kernelApart: true, ...(idlePids.length > 0 ? { idlePids } : {}) });
   let precreate: Precreate | undefined;
   if (s.ids !== undefined && s.ids > idsInStore.n) {
     // The measuring producer's id is one of the store's ids: create the others.
@@ -560,12 +590,12 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
  * (bench-store-0 ..) stay in its store as the first of its ids. On failure the broker is stopped again.
  */
 async function prepareBroker(
-  kind: BrokerKind,
+  kind: BrokerVariant,
   opts: Options,
   bunkaBinary: string | Error | undefined,
   isC: boolean,
 ): Promise<{ broker: Broker; txnVersion: string } | { error: string }> {
-  const started = await startBrokerForRows(kind, bunkaBinary, (binary) => (kind === "kafka" ? startKafkaBroker(opts.dataRoot) : startBunkaBroker(binary, opts.dataRoot)));
+  const started = await startVariant(kind, bunkaBinary, opts.dataRoot);
   if ("error" in started) return started;
   const broker = started;
   const fail = async (error: string) => {
@@ -577,7 +607,7 @@ async function prepareBroker(
   const missing = NEEDED.filter(([k]) => !broker.apis.has(k)).map(([k, n]) => `${n}(${k})`);
   if (missing.length > 0) return fail(`not supported (ApiVersions lacks ${missing.join(", ")})`);
   let txnVersion: string;
-  if (kind === "kafka" && opts.kafkaTxnVersion !== undefined) {
+  if (kindOf(kind) === "kafka" && opts.kafkaTxnVersion !== undefined) {
     try {
       txnVersion = `${await setKafkaTxnVersion(broker, opts.kafkaTxnVersion)} (--kafka-txn-version)`;
     } catch (e) {
@@ -612,10 +642,10 @@ async function prepareBroker(
 }
 
 /** Runs one row, turning a thrown error into a failed outcome that says whether the broker died. */
-async function runRow(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }): Promise<Outcome> {
+async function runRow(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }, idlePids: number[] = []): Promise<Outcome> {
   let outcome: Outcome;
   try {
-    outcome = await runScenario(broker, s, opts, idsInStore);
+    outcome = await runScenario(broker, s, opts, idsInStore, idlePids);
   } catch (e) {
     outcome = { ok: false, error: (e as Error).message };
   }
@@ -623,7 +653,7 @@ async function runRow(broker: Broker, s: Scenario, opts: Options, idsInStore: { 
   return outcome;
 }
 
-function rowLog(kind: BrokerKind, s: Scenario, outcome: Outcome, startedMs: number): string {
+function rowLog(kind: BrokerVariant, s: Scenario, outcome: Outcome, startedMs: number): string {
   return outcome.ok
     ? `${kind} ${s.id}: ${fmtNum(outcome.r.txnPerSec)} txn/s, EndTxn p50/p99 ${fmtMs(outcome.r.commitMs.p50)} / ${fmtMs(outcome.r.commitMs.p99)} ms` +
         (outcome.r.visibleMs ? `, visible p50/p99 ${fmtMs(outcome.r.visibleMs.p50)} / ${fmtMs(outcome.r.visibleMs.p99)} ms` : "") +
@@ -631,8 +661,8 @@ function rowLog(kind: BrokerKind, s: Scenario, outcome: Outcome, startedMs: numb
     : `${kind} ${s.id}: ${outcome.error}`;
 }
 
-async function runBroker(kind: BrokerKind, opts: Options, bunkaBinary: string | Error | undefined): Promise<{ results: Map<ScenarioId, Outcome>; scenarios: Scenario[]; txnVersion?: string }> {
-  const ids = kind === "kafka" ? (opts.kafkaIds ?? opts.ids) : opts.ids;
+async function runBroker(kind: BrokerVariant, opts: Options, bunkaBinary: string | Error | undefined): Promise<{ results: Map<ScenarioId, Outcome>; scenarios: Scenario[]; txnVersion?: string }> {
+  const ids = kindOf(kind) === "kafka" ? (opts.kafkaIds ?? opts.ids) : opts.ids;
   const { groups } = scenariosFor(opts, ids);
   const results = new Map<ScenarioId, Outcome>();
   let txnVersion: string | undefined;
@@ -671,98 +701,59 @@ async function runBroker(kind: BrokerKind, opts: Options, bunkaBinary: string | 
   return { results, scenarios: groups.flat(), txnVersion };
 }
 
-/** One round of one scenario in interleaved mode: both brokers' outcomes. */
-interface RoundPair {
+/** One round of one scenario: every broker's outcome, and the order they ran in. */
+interface RoundResult {
   round: number;
-  kafka: Outcome;
-  bunka: Outcome;
+  order: BrokerVariant[];
+  outcomes: Partial<Record<BrokerVariant, Outcome>>;
 }
 
 /**
- * Interleaved mode (--rounds): both brokers started once and warmed up, then every round runs each scenario
- * on both, Apache Kafka first in odd rounds and bunka first in even ones, so that a drift of the machine's
- * speed hits both sides of each ratio alike. The idle broker stays up meanwhile (its CPU counts as "other").
+ * Interleaved mode (--rounds): every broker started once and warmed up, then every round runs each scenario
+ * on each broker, in the order given in odd rounds and reversed in even ones, so that a drift of the
+ * machine's speed hits both ends of each ratio alike. The idle brokers stay up meanwhile (their CPU is
+ * reported apart from other processes').
  */
 async function runInterleaved(
+  variants: BrokerVariant[],
   opts: Options,
   bunkaBinary: string | Error | undefined,
-): Promise<{ pairs: Map<ScenarioId, RoundPair[]>; scenarios: Scenario[]; txnVersions: Record<BrokerKind, string>; error?: string }> {
+): Promise<{ results: Map<ScenarioId, RoundResult[]>; scenarios: Scenario[]; txnVersions: Partial<Record<BrokerVariant, string>>; error?: string }> {
   const scenarios = scenariosFor(opts, opts.ids).groups.flat();
-  const pairs = new Map<ScenarioId, RoundPair[]>(scenarios.map((s) => [s.id, []]));
-  const txnVersions: Record<BrokerKind, string> = { kafka: "?", bunka: "?" };
-  const brokers: Partial<Record<BrokerKind, Broker>> = {};
+  const results = new Map<ScenarioId, RoundResult[]>(scenarios.map((s) => [s.id, []]));
+  const txnVersions: Partial<Record<BrokerVariant, string>> = {};
+  const brokers = new Map<BrokerVariant, Broker>();
   try {
-    for (const kind of ["kafka", "bunka"] as const) {
+    for (const kind of variants) {
       log(`\n== ${kind}: starting a broker for ${opts.rounds} interleaved rounds of ${scenarios.map((s) => `(${s.id})`).join(" ")}`);
       const prepared = await prepareBroker(kind, opts, bunkaBinary, false);
-      if ("error" in prepared) return { pairs, scenarios, txnVersions, error: `${kind}: ${prepared.error}` };
-      brokers[kind] = prepared.broker;
+      if ("error" in prepared) return { results, scenarios, txnVersions, error: `${kind}: ${prepared.error}` };
+      brokers.set(kind, prepared.broker);
       txnVersions[kind] = prepared.txnVersion;
     }
     for (let round = 1; round <= opts.rounds!; round++) {
-      const order: BrokerKind[] = round % 2 === 1 ? ["kafka", "bunka"] : ["bunka", "kafka"];
+      const order = roundOrder(variants, round);
       for (const s of scenarios) {
-        const outcomes: Partial<Record<BrokerKind, Outcome>> = {};
+        const outcomes: Partial<Record<BrokerVariant, Outcome>> = {};
         for (const kind of order) {
-          if (isInterrupted()) return { pairs, scenarios, txnVersions };
+          if (isInterrupted()) return { results, scenarios, txnVersions };
           log(`-- round ${round}/${opts.rounds}: ${kind} ${s.title}`);
           const started = Date.now();
-          outcomes[kind] = await runRow(brokers[kind]!, s, opts, { n: 1 });
+          const broker = brokers.get(kind)!;
+          const idlePids = [...brokers.values()].filter((b) => b !== broker).map((b) => b.pid);
+          outcomes[kind] = await runRow(broker, s, opts, { n: 1 }, idlePids);
           log(rowLog(kind, s, outcomes[kind]!, started));
         }
-        pairs.get(s.id)!.push({ round, kafka: outcomes.kafka!, bunka: outcomes.bunka! });
+        results.get(s.id)!.push({ round, order, outcomes });
       }
     }
-    return { pairs, scenarios, txnVersions };
+    return { results, scenarios, txnVersions };
   } finally {
-    for (const kind of ["kafka", "bunka"] as const) {
-      if (brokers[kind] === undefined) continue;
+    for (const [kind, broker] of brokers) {
       log(`${kind}: stopping the broker`);
-      await brokers[kind]!.stop();
+      await broker.stop();
     }
   }
-}
-
-/**
- * The interleaved report's rows: one per round and scenario, then per scenario the medians of each column
- * (the ratio column: the median of the rounds' ratios, not the ratio of the medians).
- */
-function buildInterleavedRows(scenarios: Scenario[], pairs: Map<ScenarioId, RoundPair[]>): { header: string[]; rows: string[][]; medians: Map<ScenarioId, { ratio?: number; kafkaP99?: number; bunkaP99?: number }> } {
-  const header = ["scenario", "round", "Kafka txn/s", "bunka txn/s", "ratio", "Kafka EndTxn p50/p99 ms", "bunka EndTxn p50/p99 ms", "p99 ratio", "Kafka peak RSS", "bunka peak RSS"];
-  const rows: string[][] = [];
-  const medians = new Map<ScenarioId, { ratio?: number; kafkaP99?: number; bunkaP99?: number }>();
-  for (const s of scenarios) {
-    const done = pairs.get(s.id)!.filter((p): p is RoundPair & { kafka: Ok; bunka: Ok } => p.kafka.ok && p.bunka.ok);
-    for (const p of pairs.get(s.id)!) {
-      const kc = cells(p.kafka);
-      const bc = cells(p.bunka);
-      const k = p.kafka.ok ? p.kafka.r : undefined;
-      const b = p.bunka.ok ? p.bunka.r : undefined;
-      rows.push([s.title, String(p.round), kc.tps, bc.tps, ratio(b?.txnPerSec, k?.txnPerSec), kc.commit, bc.commit, ratio(b?.commitMs.p99, k?.commitMs.p99), kc.rss, bc.rss]);
-    }
-    const m = (f: (p: RoundPair & { kafka: Ok; bunka: Ok }) => number | undefined) => median(done.map(f).filter((v): v is number => v !== undefined));
-    const kafkaTps = m((p) => p.kafka.r.txnPerSec);
-    const bunkaTps = m((p) => p.bunka.r.txnPerSec);
-    const tpsRatio = m((p) => p.bunka.r.txnPerSec / p.kafka.r.txnPerSec);
-    const kafkaP99 = m((p) => p.kafka.r.commitMs.p99);
-    const bunkaP99 = m((p) => p.bunka.r.commitMs.p99);
-    const p99Ratio = m((p) => (p.bunka.r.commitMs.p99 !== undefined && p.kafka.r.commitMs.p99 !== undefined ? p.bunka.r.commitMs.p99 / p.kafka.r.commitMs.p99 : undefined));
-    const p50 = (kind: BrokerKind) => fmtMs(m((p) => p[kind].r.commitMs.p50));
-    rows.push([
-      s.title,
-      `median of ${done.length}`,
-      kafkaTps === undefined ? "—" : fmtNum(kafkaTps),
-      bunkaTps === undefined ? "—" : fmtNum(bunkaTps),
-      tpsRatio === undefined ? "—" : tpsRatio.toFixed(2),
-      `${p50("kafka")} / ${fmtMs(kafkaP99)}`,
-      `${p50("bunka")} / ${fmtMs(bunkaP99)}`,
-      p99Ratio === undefined ? "—" : p99Ratio.toFixed(2),
-      "",
-      "",
-    ]);
-    medians.set(s.id, { ratio: tpsRatio, kafkaP99, bunkaP99 });
-  }
-  return { header, rows, medians };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -777,67 +768,112 @@ function fmtMs(ms: number | undefined): string {
 
 const busy = (o: Outcome | undefined) => (o?.ok && o.cpu.otherPct >= BUSY_PCT ? " *" : "");
 
-function cells(o: Outcome | undefined) {
-  if (!o) return { tps: "—", commit: "—", visible: "—", rss: "—" };
-  if (!o.ok) return { tps: "error", commit: "—", visible: "—", rss: o.peakRssKb === undefined ? "—" : fmtRss(o.peakRssKb) };
-  const v = o.r.visibleMs;
-  return {
-    tps: fmtNum(o.r.txnPerSec) + busy(o),
-    commit: `${fmtMs(o.r.commitMs.p50)} / ${fmtMs(o.r.commitMs.p99)}`,
-    visible: v ? `${fmtMs(v.p50)} / ${fmtMs(v.p99)}` : "n/a",
-    rss: fmtRss(o.peakRssKb),
-  };
-}
+type Measure = { name: string; of: (o: Ok) => number | undefined; fmt: (n: number) => string; consumerOnly?: boolean };
+const MEASURES: Measure[] = [
+  { name: "txn/s", of: (o) => o.r.txnPerSec, fmt: fmtNum },
+  { name: "EndTxn p50 ms", of: (o) => o.r.commitMs.p50, fmt: fmtMs },
+  { name: "EndTxn p99 ms", of: (o) => o.r.commitMs.p99, fmt: fmtMs },
+  { name: "visible p50 ms", of: (o) => o.r.visibleMs?.p50, fmt: fmtMs, consumerOnly: true },
+  { name: "visible p99 ms", of: (o) => o.r.visibleMs?.p99, fmt: fmtMs, consumerOnly: true },
+  { name: "broker peak RSS MiB", of: (o) => (o.peakRssKb === undefined ? undefined : o.peakRssKb / 1024), fmt: (n) => n.toFixed(0) },
+];
 
-/** (c) rows are matched by position: the first is 1 id, then the --ids / --kafka-ids lists. */
-function rowTitle(sk: Scenario | undefined, sb: Scenario | undefined): string {
-  if (sk && sb && sk.ids !== undefined && sb.ids !== undefined && sk.ids !== sb.ids) {
-    return `(c) 1 producer, ${kIds(sb.ids)} ids in the store (Kafka: ${kIds(sk.ids)})`;
+/** What an acknowledgement of each variant is worth, in a table cell. */
+const ACK_IS: Record<BrokerVariant, string> = {
+  kafka: "in the page cache, not fsynced",
+  "kafka-flush": "fsynced (every append)",
+  bunka: "fsynced (group commit)",
+};
+
+/** The durability line of each variant, for the report's header lines. */
+function durabilityLine(v: BrokerVariant): string {
+  switch (v) {
+    case "bunka":
+      return (
+        "durability, bunka: fsyncs before it answers each step: the coordinator's journal for AddPartitionsToTxn and for EndTxn (answered once " +
+        "Prepare* is durable), the segment for Produce acks=all (group commit; with its default fsync.mode=batched fsyncs requested together " +
+        "share one syncfs); the markers and Complete* are fsynced after the EndTxn answer, and the producer's next request about its id waits for them"
+      );
+    case "kafka":
+      return (
+        "durability, Kafka: default flush settings (log.flush.interval.messages, log.flush.interval.ms: never): nothing is fsynced before an answer; " +
+        "EndTxn is answered once PrepareCommit is appended to __transaction_state (page cache), the markers and CompleteCommit are written after the answer " +
+        "(Apache Kafka relies on replication; here there is one replica)"
+      );
+    case "kafka-flush":
+      return (
+        `durability, Kafka (fsync per batch): ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, val]) => `${k}=${val}`).join(", ")}, otherwise the same broker: ` +
+        "the Produce batches and the __transaction_state records (PrepareCommit before EndTxn is answered) are fsynced before their answers, the markers " +
+        `and CompleteCommit after the EndTxn answer, each fsynced; found in Apache Kafka's source: ${KAFKA_FLUSH_FINDING}`
+      );
   }
-  return (sb ?? sk)!.title;
 }
 
-function buildRows(
-  kinds: BrokerKind[],
-  runs: Record<BrokerKind, { results: Map<ScenarioId, Outcome>; scenarios: Scenario[] }>,
-): { header: string[]; rows: string[][] } {
-  const both = kinds.length === 2;
-  const header = both
-    ? ["scenario", "Kafka txn/s", "bunka txn/s", "ratio", "Kafka EndTxn p50/p99 ms", "bunka EndTxn p50/p99 ms", "p99 ratio", "Kafka visible p50/p99 ms", "bunka visible p50/p99 ms", "Kafka peak RSS", "bunka peak RSS"]
-    : ["scenario", `${label(kinds[0]!)} txn/s`, `${label(kinds[0]!)} EndTxn p50/p99 ms`, `${label(kinds[0]!)} visible p50/p99 ms`, `${label(kinds[0]!)} peak RSS`];
-  const rows: string[][] = [];
-  const ids = new Set<ScenarioId>();
-  for (const k of kinds) for (const s of runs[k].scenarios) ids.add(s.id);
+/** The title of a scenario row: (c) rows are matched by position, and their id counts may differ per broker (--kafka-ids). */
+function rowTitle(id: ScenarioId, scenariosOf: Partial<Record<BrokerVariant, Scenario[]>>): string {
+  const of = (v: BrokerVariant) => scenariosOf[v]?.find((s) => s.id === id);
+  const main = of("bunka") ?? of("kafka") ?? of("kafka-flush");
+  const kafka = of("kafka") ?? of("kafka-flush");
+  if (main?.ids !== undefined && kafka?.ids !== undefined && main !== kafka && main.ids !== kafka.ids) {
+    return `(c) 1 producer, ${kIds(main.ids)} ids in the store (Kafka: ${kIds(kafka.ids)})`;
+  }
+  return main!.title;
+}
+
+/**
+ * The report's tables: per scenario and measure each broker's median over the rounds (the value, with one)
+ * and its range, and bunka's median over each other broker's; with more than one round, every round too.
+ */
+function buildTables(
+  variants: BrokerVariant[],
+  ids: ScenarioId[],
+  scenariosOf: Partial<Record<BrokerVariant, Scenario[]>>,
+  results: Map<ScenarioId, RoundResult[]>,
+) {
+  const others = variants.includes("bunka") ? variants.filter((v) => v !== "bunka") : [];
+  const header = ["scenario", "measure", ...variants.map((v) => `${label(v)}${results.get(ids[0]!)!.length > 1 ? " median (range)" : ""}`), ...others.map((v) => `bunka/${label(v)}`)];
+  const rows: string[][] = [["every row", "an acknowledged step is", ...variants.map((v) => ACK_IS[v]), ...others.map(() => "")]];
+  const roundsHeader = ["scenario", "round", "order", ...variants.map((v) => `${label(v)} txn/s, EndTxn p50/p99 ms`)];
+  const roundRows: string[][] = [];
+  /** scenario -> variant -> median, for the targets. */
+  const medians = new Map<ScenarioId, { txnPerSec: Partial<Record<BrokerVariant, number>>; p99: Partial<Record<BrokerVariant, number>> }>();
   for (const id of ids) {
-    const sk = runs.kafka.scenarios.find((s) => s.id === id);
-    const sb = runs.bunka.scenarios.find((s) => s.id === id);
-    if (both) {
-      const k = runs.kafka.results.get(id);
-      const b = runs.bunka.results.get(id);
-      const kc = cells(k);
-      const bc = cells(b);
-      rows.push([
-        rowTitle(sk, sb),
-        kc.tps,
-        bc.tps,
-        ratio(b?.ok ? b.r.txnPerSec : undefined, k?.ok ? k.r.txnPerSec : undefined),
-        kc.commit,
-        bc.commit,
-        ratio(b?.ok ? b.r.commitMs.p99 : undefined, k?.ok ? k.r.commitMs.p99 : undefined),
-        kc.visible,
-        bc.visible,
-        kc.rss,
-        bc.rss,
-      ]);
-    } else {
-      const c = cells(runs[kinds[0]!].results.get(id));
-      rows.push([(sb ?? sk)!.title, c.tps, c.commit, c.visible, c.rss]);
+    const rs = results.get(id) ?? [];
+    const title = rowTitle(id, scenariosOf);
+    const oks = (v: BrokerVariant) => rs.map((r) => r.outcomes[v]).filter((o): o is Ok => o?.ok === true);
+    const values = (v: BrokerVariant, m: Measure) => oks(v).map(m.of).filter((x): x is number => x !== undefined && Number.isFinite(x));
+    const consumer = variants.some((v) => oks(v).some((o) => o.r.visibleMs !== undefined));
+    for (const m of MEASURES) {
+      if (m.consumerOnly && !consumer) continue;
+      const ratios = others.map((v) => {
+        const b = median(values("bunka", m));
+        const o = median(values(v, m));
+        return b === undefined || o === undefined || o === 0 ? "—" : (b / o).toFixed(2);
+      });
+      rows.push([title, m.name, ...variants.map((v) => medianSpread(values(v, m), m.fmt) + (rs.length === 1 ? busy(rs[0]!.outcomes[v]) : "")), ...ratios]);
+    }
+    const byVariant = (m: Measure) => Object.fromEntries(variants.map((v) => [v, median(values(v, m))])) as Partial<Record<BrokerVariant, number>>;
+    medians.set(id, { txnPerSec: byVariant(MEASURES[0]!), p99: byVariant(MEASURES[2]!) });
+    if (rs.length > 1) {
+      for (const r of rs) {
+        roundRows.push([
+          title,
+          String(r.round),
+          r.order.map(label).join(", "),
+          ...variants.map((v) => {
+            const o = r.outcomes[v];
+            if (!o) return "not run";
+            if (!o.ok) return "error";
+            return `${fmtNum(o.r.txnPerSec)}, ${fmtMs(o.r.commitMs.p50)} / ${fmtMs(o.r.commitMs.p99)}${busy(o)}`;
+          }),
+        ]);
+      }
     }
   }
-  return { header, rows };
+  return { header, rows, roundsHeader, roundRows, medians };
 }
 
-function detailOf(kind: BrokerKind, s: Scenario, o: Ok): string {
+function detailOf(kind: BrokerVariant, s: Scenario, o: Ok): string {
   const r = o.r;
   const parts: string[] = [];
   parts.push(`${fmtNum(r.committedMeasured)} transactions in ${r.windowS.toFixed(1)} s (${fmtNum(r.committedTotal)} with the warm-up)`);
@@ -859,8 +895,12 @@ function detailOf(kind: BrokerKind, s: Scenario, o: Ok): string {
     );
   }
   const warn = o.cpu.otherPct >= BUSY_PCT ? ` — WARNING: other processes used ${o.cpu.otherPct.toFixed(0)}% of the machine, numbers are skewed` : "";
-  parts.push(`CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s${o.precreate ? `, id creation (this script) ${o.cpu.selfS.toFixed(1)} s` : ""}, other processes ${o.cpu.otherPct.toFixed(0)}% of the machine${warn}`);
-  return `${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${kind}: ${parts.join("; ")}`;
+  const idle = o.cpu.idleS !== undefined ? `, the idle brokers ${o.cpu.idleS.toFixed(1)} s` : "";
+  parts.push(
+    `CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s${o.precreate ? `, id creation (this script) ${o.cpu.selfS.toFixed(1)} s` : ""}${idle}, ` +
+      `kernel threads and interrupts ${(o.cpu.kernelPct ?? 0).toFixed(0)}% and other processes ${o.cpu.otherPct.toFixed(0)}% of the machine${warn}`,
+  );
+  return `${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${label(kind)}: ${parts.join("; ")}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -870,14 +910,13 @@ async function main(): Promise<number> {
   const opts = parseArgs(process.argv.slice(2));
   installSignalHandlers();
   const t0 = Date.now();
-  const load0 = loadavg();
-  const kinds: BrokerKind[] = opts.only ? [opts.only] : ["kafka", "bunka"];
+  const variants = variantsOf(opts.only, opts.kafkaFlush);
   toolClasses = await compileJavaTool("TxnBench");
   const javacVersion = (await capture([javaBin().replace(/java$/, "javac"), "-version"])).trim();
   const env = await environment(opts.dataRoot);
 
   let bunkaBinary: string | Error | undefined;
-  if (kinds.includes("bunka")) {
+  if (variants.includes("bunka")) {
     try {
       bunkaBinary = opts.bunkaBinary ?? (await ensureBunkaBinary());
     } catch (e) {
@@ -885,107 +924,124 @@ async function main(): Promise<number> {
     }
   }
 
-  type Run = Awaited<ReturnType<typeof runBroker>>;
-  const none = (): Run => ({ results: new Map(), scenarios: [], txnVersion: undefined });
   const errors: string[] = [];
   const details: string[] = [];
-  /** What issue 6 asks, per scenario, as measured. */
-  const targets: string[] = [];
-  const target = (id: string, tpsRatio: number, bunkaP99: number, kafkaP99: number, what: string) =>
-    `(${id}) ${what}txn/s ${tpsRatio.toFixed(2)}x ${tpsRatio >= 2 ? "≥" : "<"} 2x; ${what}EndTxn p99 ${fmtMs(bunkaP99)} vs ${fmtMs(kafkaP99)} ms ${bunkaP99 < kafkaP99 ? "below" : "NOT below"}`;
-  let table: { header: string[]; rows: string[][] };
-  let versions: string;
-  let outcomes: Outcome[];
+  // Both modes end in the same shape: per scenario, the rounds (one without --rounds) of every broker.
+  let results: Map<ScenarioId, RoundResult[]>;
+  const scenariosOf: Partial<Record<BrokerVariant, Scenario[]>> = {};
+  const txnVersions: Partial<Record<BrokerVariant, string>> = {};
   if (opts.rounds !== undefined) {
-    const inter = await runInterleaved(opts, bunkaBinary);
+    const inter = await runInterleaved(variants, opts, bunkaBinary);
     if (isInterrupted()) return 130;
     if (inter.error !== undefined) errors.push(inter.error);
-    const built = buildInterleavedRows(inter.scenarios, inter.pairs);
-    table = built;
-    versions = kinds.map((k) => `${label(k)}: ${inter.txnVersions[k]}`).join(", ");
-    for (const s of inter.scenarios) {
-      for (const p of inter.pairs.get(s.id)!) {
-        for (const kind of kinds) {
-          const o = p[kind];
-          if (!o.ok) errors.push(`round ${p.round} ${s.title.slice(0, 3)} ${kind}: ${o.error}`);
-          else details.push(`round ${p.round} ${detailOf(kind, s, o)}`);
-        }
-      }
-    }
-    outcomes = [...inter.pairs.values()].flat().flatMap((p) => [p.kafka, p.bunka]);
-    for (const [id, m] of built.medians) {
-      if (m.ratio !== undefined && m.bunkaP99 !== undefined && m.kafkaP99 !== undefined) targets.push(target(id, m.ratio, m.bunkaP99, m.kafkaP99, "median "));
-    }
+    results = inter.results;
+    for (const v of variants) scenariosOf[v] = inter.scenarios;
+    Object.assign(txnVersions, inter.txnVersions);
   } else {
-    const runs: Record<BrokerKind, Run> = { kafka: none(), bunka: none() };
-    for (const kind of kinds) {
+    results = new Map();
+    for (const kind of variants) {
       if (isInterrupted()) break;
-      runs[kind] = await runBroker(kind, opts, bunkaBinary);
+      const run = await runBroker(kind, opts, bunkaBinary);
+      scenariosOf[kind] = run.scenarios;
+      if (run.txnVersion !== undefined) txnVersions[kind] = run.txnVersion;
+      for (const s of run.scenarios) {
+        if (!results.has(s.id)) results.set(s.id, [{ round: 1, order: variants, outcomes: {} }]);
+        const o = run.results.get(s.id);
+        if (o) results.get(s.id)![0]!.outcomes[kind] = o;
+      }
     }
     if (isInterrupted()) return 130;
-    table = buildRows(kinds, runs);
-    versions = kinds.map((k) => `${label(k)}: ${runs[k].txnVersion ?? "?"}`).join(", ");
-    for (const kind of kinds) {
-      for (const s of runs[kind].scenarios) {
-        const o = runs[kind].results.get(s.id);
-        if (!o) continue;
-        if (!o.ok) errors.push(`${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${kind}: ${o.error}`);
-        else details.push(detailOf(kind, s, o));
-      }
-    }
-    outcomes = [...runs.kafka.results.values(), ...runs.bunka.results.values()];
-    if (kinds.length === 2) {
-      for (const id of ["a", "b"] as ScenarioId[]) {
-        const k = runs.kafka.results.get(id);
-        const b = runs.bunka.results.get(id);
-        if (k?.ok && b?.ok) targets.push(target(id, b.r.txnPerSec / k.r.txnPerSec, b.r.commitMs.p99!, k.r.commitMs.p99!, ""));
+  }
+  const ids = [...results.keys()];
+  for (const id of ids) {
+    for (const r of results.get(id)!) {
+      for (const kind of variants) {
+        const o = r.outcomes[kind];
+        const s = scenariosOf[kind]?.find((x) => x.id === id);
+        if (!o || !s) continue;
+        const where = opts.rounds !== undefined ? `round ${r.round} ` : "";
+        if (!o.ok) errors.push(`${where}${s.title.slice(0, 3)}${s.ids !== undefined ? ` ${kIds(s.ids)} ids` : ""} ${label(kind)}: ${o.error}`);
+        else details.push(`${where}${detailOf(kind, s, o)}`);
       }
     }
   }
+  const tables = ids.length > 0 ? buildTables(variants, ids, scenariosOf, results) : undefined;
+  const outcomes = [...results.values()].flat().flatMap((r) => Object.values(r.outcomes));
+  const versions = variants.map((k) => `${label(k)}: ${txnVersions[k] ?? "?"}`).join(", ");
+
+  // The goal, per scenario, against each Apache Kafka broker: bunka at 2x its txn/s or more, and a lower EndTxn p99.
+  const targets: string[] = [];
+  for (const [id, m] of tables?.medians ?? []) {
+    if (id !== "a" && id !== "b") continue;
+    for (const v of variants.filter((x) => x !== "bunka")) {
+      const [bt, kt, bp, kp] = [m.txnPerSec.bunka, m.txnPerSec[v], m.p99.bunka, m.p99[v]];
+      if (bt === undefined || kt === undefined || bp === undefined || kp === undefined) continue;
+      const r = bt / kt;
+      targets.push(`(${id}) vs ${label(v)}: txn/s ${r.toFixed(2)}x ${r >= 2 ? "≥" : "<"} 2x; EndTxn p99 ${fmtMs(bp)} vs ${fmtMs(kp)} ms ${bp < kp ? "below" : "NOT below"}`);
+    }
+  }
   const elapsedS = Math.round((Date.now() - t0) / 1000);
-  const load1 = loadavg();
 
   const firstIds = 1 + (opts.brokerWarmupS > 0 ? opts.producers : 0);
-  const kafkaIds = opts.kafkaIds && kinds.includes("kafka") ? ` (Apache Kafka: ${opts.kafkaIds.map(kIds).join(", ")})` : "";
+  const kafkaIds = opts.kafkaIds && variants.some((v) => kindOf(v) === "kafka") ? ` (Apache Kafka: ${opts.kafkaIds.map(kIds).join(", ")})` : "";
   const meta = [
-    `date: ${env.date} (whole run ${elapsedS} s; load average ${load0.map((l) => l.toFixed(2)).join(" ")} at the start, ${load1.map((l) => l.toFixed(2)).join(" ")} at the end)`,
+    `date: ${env.date} (whole run ${elapsedS} s; load average ${loadAverages()} at the end)`,
     `machine: ${env.machine}`,
-    `brokers: ${env.kafka}; ${opts.bunkaBinary ? env.bunka.replace(/\(dist\/bunka-linux-x64\), commit/, `(--bunka-binary ${opts.bunkaBinary}; the work tree is at commit`).replace(/$/, ")") : env.bunka}; ${env.runtime}`,
+    `CPUs: ${env.sharing}`,
+    `brokers: ${env.kafka}${variants.includes("kafka-flush") ? `, and the same with ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, v]) => `${k}=${v}`).join(" ")} for "Kafka (fsync per batch)"` : ""}; ` +
+      `${opts.bunkaBinary ? env.bunka.replace(/\(dist\/bunka-linux-x64\), commit/, `(--bunka-binary ${opts.bunkaBinary}; the work tree is at commit`).replace(/$/, ")") : env.bunka}; ${env.runtime}`,
+    ...variants.map(durabilityLine),
     `load: scripts/bench-java/TxnBench.java on the Apache Kafka ${KAFKA_VERSION} Java client (${javacVersion}, ${LOAD_TOOL_JVM.join(" ")}, on the same machine); ` +
       `flags: --broker-warmup ${opts.brokerWarmupS} --duration ${opts.durationS} --warmup ${opts.warmupS} --producers ${opts.producers} --endtxn-duration ${opts.endTxnDurationS} ` +
       `--ids ${opts.ids.join(",")}${opts.kafkaIds ? ` --kafka-ids ${opts.kafkaIds.join(",")}` : ""}` +
       `${opts.kafkaTxnVersion ? ` --kafka-txn-version ${opts.kafkaTxnVersion}` : ""}` +
       `${opts.scenarios.size < 3 ? ` --scenarios ${[...opts.scenarios].sort().join(",")}` : ""}` +
-      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}`,
+      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}${opts.kafkaFlush ? " --kafka-flush" : ""}${opts.only ? ` --only ${opts.only}` : ""}`,
     `transaction: beginTransaction, ${RECORDS_PER_TXN} x send(${RECORD_SIZE} B) each to another of ${PARTITIONS} partitions, flush, commitTransaction; ` +
       "one transactional.id per producer thread; Java producer defaults otherwise (acks=all, idempotence, linger.ms=5, max.in.flight=5)",
     `transaction protocol: ${versions} (at 2 the Java client sends no AddPartitionsToTxn, the broker adds partitions on Produce, EndTxn v5 bumps the epoch)`,
     "EndTxn = the commitTransaction() call (after flush(), so it is the EndTxn round trip); visible = from that call until a " +
       "read_committed consumer (same JVM, all partitions assigned) polls the transaction's last record; txn/s counts commits inside the measured window",
-    `(c): ${ENDTXN_WARMUP_S} s warm-up + ${opts.endTxnDurationS} s per row, no consumer; the ids are created between rows with raw InitProducerId ` +
-      `frames (${PRECREATE_CONNECTIONS} connections x ${PRECREATE_IN_FLIGHT} in flight), ${[firstIds, ...opts.ids].map(kIds).join(" / ")} ids in the store` +
-      `${kafkaIds}${opts.brokerWarmupS > 0 ? ` (the first: the measuring producer's id and the ${opts.producers} of the warm-up)` : ""}`,
+    ...(opts.scenarios.has("c")
+      ? [
+          `(c): ${ENDTXN_WARMUP_S} s warm-up + ${opts.endTxnDurationS} s per row, no consumer; the ids are created between rows with raw InitProducerId ` +
+            `frames (${PRECREATE_CONNECTIONS} connections x ${PRECREATE_IN_FLIGHT} in flight), ${[firstIds, ...opts.ids].map(kIds).join(" / ")} ids in the store` +
+            `${kafkaIds}${opts.brokerWarmupS > 0 ? ` (the first: the measuring producer's id and the ${opts.producers} of the warm-up)` : ""}`,
+        ]
+      : []),
     opts.brokerWarmupS > 0
       ? `warm-up: each freshly started broker first gets ${opts.brokerWarmupS} s of untimed load (${opts.producers} producers + the consumer), ` +
         "so that the brokers' JIT is warm (Apache Kafka's JVM needs about a minute to reach full speed)"
       : "no broker warm-up (--broker-warmup 0): Apache Kafka's first rows run on a cold JVM",
-    "durability: bunka answers EndTxn after the decision, the markers and the completion are fsynced; Apache Kafka answers once PrepareCommit " +
-      "is appended to __transaction_state (no fsync with its default flush settings; markers are written after the answer)",
     "peak RSS = the broker process's VmHWM / max VmRSS during the row (the JVM for Apache Kafka; for (c), id creation included)",
+    `bunka/X = bunka's value (median) / X's (above 1: more for bunka — better for txn/s, worse for latency and RSS)`,
   ];
   if (opts.rounds !== undefined) {
     meta.push(
-      `interleaved (--rounds ${opts.rounds}): both brokers started once, warmed up, and kept running; each round runs every scenario on both, ` +
-        "Apache Kafka first in odd rounds and bunka first in even ones; a median row's ratio is the median of the rounds' ratios; " +
-        "the idle broker's CPU counts as \"other processes\"",
+      `interleaved (--rounds ${opts.rounds}): every broker started once, warmed up, and kept running; each round runs every scenario on each, ` +
+        `in the order ${variants.map(label).join(", ")} in odd rounds and reversed in even ones; a cell is the median over the rounds with the range (min–max), ` +
+        "a ratio the ratio of the medians; the idle brokers' CPU is measured apart from other processes'",
     );
+  } else if (variants.length > 1) {
+    meta.push(`one after the other: ${variants.map(label).join(", then ")}, each scenario group on a freshly started broker`);
   }
   if (outcomes.some((o) => o.ok && o.cpu.otherPct >= BUSY_PCT)) {
     meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that row: the number is skewed, run again on a quiet machine`);
   }
-  if (targets.length) meta.push(`target (issue 6): bunka ≥ 2x Apache Kafka's txn/s and EndTxn p99 below Kafka's — ${targets.join("; ")}`);
+  if (targets.length) meta.push(`target: bunka ≥ 2x Apache Kafka's txn/s and EndTxn p99 below Kafka's — ${targets.join("; ")}`);
   process.stdout.write(
-    renderReport({ title: "Transactions benchmark: Apache Kafka vs bunka", date: env.date, headingLevel: 3, kinds, meta, header: table.header, rows: table.rows, errors, details }),
+    renderReport({
+      title: `Transactions benchmark: ${variants.map(label).join(" vs ")}`,
+      date: env.date,
+      headingLevel: 3,
+      kinds: variants,
+      meta,
+      header: tables?.header ?? ["scenario"],
+      rows: tables?.rows ?? [],
+      ...(tables && tables.roundRows.length > 0 ? { tables: [{ caption: "Every round (order = which broker ran the row first):", header: tables.roundsHeader, rows: tables.roundRows }] } : {}),
+      errors,
+      details,
+    }),
   );
   return errors.length > 0 ? 1 : 0;
 }
