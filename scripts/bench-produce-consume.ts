@@ -353,7 +353,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
       return { ok: false, error: (e as Error).message };
     }
     const watch = watchPeakRss(broker.pid);
-    const cpu = watchCpu(broker.pid, { kernelApart: true, idlePids: ctx.idlePids });
+    const cpu = watchCpu(broker.pid, { kernelApart: true, ...(ctx.idlePids.length > 0 ? { idlePids: ctx.idlePids } : {}) });
     const run = await runPerfTool("kafka-producer-perf-test", producerArgs(broker, topic, opts.records, idempotent), tag, opts.timeoutMs);
     const peakRssKb = watch.stop();
     const cpuReport = cpu.stop(run.cpuMicros);
@@ -383,7 +383,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idempoten
   const expected = ctx.produced.get(topic);
   if (expected === undefined) return { ok: false, error: `nothing to consume: (${s.source}) did not complete` };
   const watch = watchPeakRss(broker.pid);
-  const cpu = watchCpu(broker.pid, { kernelApart: true, idlePids: ctx.idlePids });
+  const cpu = watchCpu(broker.pid, { kernelApart: true, ...(ctx.idlePids.length > 0 ? { idlePids: ctx.idlePids } : {}) });
   const run = await runPerfTool("kafka-consumer-perf-test", consumerArgs(broker, topic, expected, `bench-consumer-${s.id}-r${ctx.round}`), tag, opts.timeoutMs);
   const peakRssKb = watch.stop();
   const cpuReport = cpu.stop(run.cpuMicros);
@@ -623,9 +623,9 @@ function durabilityLine(v: BrokerVariant): string {
   }
 }
 
-function buildTables(variants: BrokerVariant[], state: RunState) {
+function buildTables(variants: BrokerVariant[], state: RunState, rounds: number) {
   const others = variants.includes("bunka") ? variants.filter((v) => v !== "bunka") : [];
-  const header = ["scenario", "measure", ...variants.map((v) => `${label(v)} median (range)`), ...others.map((v) => `bunka/${label(v)}`)];
+  const header = ["scenario", "measure", ...variants.map((v) => `${label(v)}${rounds > 1 ? " median (range)" : ""}`), ...others.map((v) => `bunka/${label(v)}`)];
   const rows: string[][] = [["every row", "an acknowledged write is", ...variants.map((v) => ACK_IS[v]), ...others.map(() => "")]];
   const roundsHeader = ["scenario", "round", "order", ...variants.map(label)];
   const roundRows: string[][] = [];
@@ -722,7 +722,7 @@ async function main(): Promise<number> {
   if (isInterrupted()) return 130;
   const elapsedS = Math.round((Date.now() - t0) / 1000);
 
-  const tables = buildTables(variants, state);
+  const tables = buildTables(variants, state, opts.rounds);
   // The cost of idempotence per broker: each idempotent produce row against its rerun without it.
   const notes: string[] = [];
   for (const v of variants) for (const s of Object.values(SCENARIOS)) {
@@ -757,10 +757,12 @@ async function main(): Promise<number> {
       (opts.brokerWarmupS > 0
         ? `each first gets ${opts.brokerWarmupS} s of untimed load (2/3 producing to a ${PARTITIONS_B}-partition topic, then consuming it) so that the JITs are warm; `
         : "no broker warm-up (--broker-warmup 0): Apache Kafka's first rows run on a cold JVM; ") +
-      `then ${opts.rounds} round${opts.rounds === 1 ? "" : "s"}, each running every row of the group on every broker, ` +
-      `the order (see "order" below) reversed from one round to the next; each row writes its own topic, deleted once read`,
-    `a cell is the median over the rounds with the range (min–max); bunka/X = bunka's median / X's median (above 1: more for bunka — better for ` +
-      "records/s and MB/s, worse for latency, CPU and RSS)",
+      (opts.rounds > 1
+        ? `then ${opts.rounds} rounds, each running every row of the group on every broker, the order (see "order" below) reversed from one round to the next; `
+        : `then one round (--rounds 1), every row of the group on every broker in the order ${variants.map(label).join(", ")}; `) +
+      "each row writes its own topic, deleted once read",
+    (opts.rounds > 1 ? "a cell is the median over the rounds with the range (min–max); bunka/X = bunka's median / X's median" : "bunka/X = bunka's value / X's") +
+      " (above 1: more for bunka — better for records/s and MB/s, worse for latency, CPU and RSS)",
     "MB = MiB as the tools print it; p50/p99 = the producer tool's send-to-ack latency (whole ms); broker CPU-s per GiB = the broker process's " +
       "utime+stime during the row per GiB of record payload moved; peak RSS = the broker process's VmHWM / max VmRSS during the row (the JVM for Apache Kafka)",
   ];
@@ -780,7 +782,7 @@ async function main(): Promise<number> {
         const busy = o.cpu.otherPct >= BUSY_PCT;
         skewed ||= busy;
         details.push(
-          `${where}: ${o.detail}; CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s, the idle brokers ${(o.cpu.idleS ?? 0).toFixed(1)} s, ` +
+          `${where}: ${o.detail}; CPU: broker ${o.cpu.brokerS.toFixed(1)} s, tool ${o.cpu.toolS.toFixed(1)} s${o.cpu.idleS !== undefined ? `, the idle brokers ${o.cpu.idleS.toFixed(1)} s` : ""}, ` +
             `kernel threads and interrupts ${(o.cpu.kernelPct ?? 0).toFixed(0)}% and other processes ${o.cpu.otherPct.toFixed(0)}% of the machine` +
             (busy ? ` — WARNING: other processes used ${o.cpu.otherPct.toFixed(0)}% of the machine, numbers are skewed` : ""),
         );
