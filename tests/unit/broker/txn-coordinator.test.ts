@@ -515,6 +515,30 @@ describe("crash between Prepare and Complete", () => {
     expect((await second.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
   });
 
+  test("a crash after the markers and before Complete* is durable: the restart writes them again and completes", async () => {
+    const fatal: FatalError[] = [];
+    const first = await setup({ onFatal: (error) => fatal.push(error) });
+    const p = await init(first, "tx");
+    await first.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
+    const markers = holdMarkers(first);
+    expect((await first.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await markers.started;
+    // The next fsync of the transaction state, Complete*'s, fails: the process would exit there.
+    first.fs.failNextFsync(`${DATA}/__cluster/txn_state`);
+    markers.release();
+    await first.coordinator.settled();
+    expect(fatal).toHaveLength(1);
+    expect(first.partitions.written.map((w) => `${w.topic}-${w.partition}`)).toEqual(["orders-0", "orders-1"]);
+    first.fs.crash();
+
+    const second = await setup({ fs: first.fs, clock: first.clock });
+    // Recovery found PrepareCommit and wrote both markers again (harmless: a marker for a transaction
+    // already ended is written as Apache writes it), then completed.
+    expect(second.events).toEqual([`marker orders-0 commit epoch=${p.producerEpoch}`, `marker orders-1 commit epoch=${p.producerEpoch}`]);
+    expect((await second.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect((await second.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+  });
+
   test("a crash before Prepare is durable leaves the transaction Ongoing, with no marker anywhere", async () => {
     const first = await setup();
     const p = await init(first, "tx");
