@@ -366,11 +366,27 @@ export async function compileJavaTool(className: string): Promise<string> {
   return dir;
 }
 
+/**
+ * CPU pinning, for "what if the load tool had its own cores": with BENCH_BROKER_CPUS and BENCH_TOOL_CPUS set
+ * (taskset CPU lists, e.g. 0 and 1), every broker (all its threads) runs on the first, the Java load tools on
+ * the second. Undefined when they are not both set.
+ */
+export const PINNED: { broker: string; tool: string } | undefined =
+  process.env.BENCH_BROKER_CPUS && process.env.BENCH_TOOL_CPUS ? { broker: process.env.BENCH_BROKER_CPUS, tool: process.env.BENCH_TOOL_CPUS } : undefined;
+
+/** Pins every thread of `pid` to the brokers' CPUs (when PINNED); threads made later inherit it. */
+function pinBroker(pid: number): void {
+  if (PINNED === undefined) return;
+  const done = Bun.spawnSync(["taskset", "-a", "-p", "-c", PINNED.broker, String(pid)], { stdout: "ignore", stderr: "pipe" });
+  if (done.exitCode !== 0) throw new Error(`taskset of broker pid ${pid} failed: ${done.stderr.toString().trim()}`);
+}
+
 /** Runs a Java main class on the Apache Kafka jars with a hard timeout (SIGKILL), cleaned up on Ctrl-C. */
 export async function runJavaTool(o: JavaToolOptions): Promise<JavaToolRun> {
   const libs = await ensureKafkaLibs();
   const classpath = `${o.extraClasspath ? `${o.extraClasspath}:` : ""}${libs}/*`;
-  const proc = Bun.spawn([javaBin(), ...o.jvm, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", classpath, o.mainClass, ...o.args], {
+  const pin = PINNED === undefined ? [] : ["taskset", "-c", PINNED.tool];
+  const proc = Bun.spawn([...pin, javaBin(), ...o.jvm, `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`, "-cp", classpath, o.mainClass, ...o.args], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -446,7 +462,8 @@ export async function startBrokerForRows(
   if (bunkaBinary instanceof Error && kind === "bunka") return { error: bunkaBinary.message };
   try {
     const broker = await start(bunkaBinary as string);
-    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}`);
+    pinBroker(broker.pid);
+    log(`${kind}: listening on ${broker.bootstrap}, pid ${broker.pid}${PINNED === undefined ? "" : ` (pinned to CPU ${PINNED.broker})`}`);
     return broker;
   } catch (e) {
     const error = `broker did not start: ${(e as Error).message.split("\n")[0]}`;
@@ -737,7 +754,9 @@ export async function environment(dataRoot: string): Promise<Env> {
     date: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
     cpus: Number(nproc) || availableParallelism(),
     sharing:
-      `the brokers, the Java load tool and this script all run on these ${nproc} CPUs (nothing pinned, nothing isolated); ` +
+      (PINNED === undefined
+        ? `the brokers, the Java load tool and this script all run on these ${nproc} CPUs (nothing pinned, nothing isolated); `
+        : `pinned (BENCH_BROKER_CPUS / BENCH_TOOL_CPUS): every broker on CPU ${PINNED.broker}, the Java load tools on CPU ${PINNED.tool} (taskset), this script unpinned; `) +
       `the load average was ${load} at the start; what other processes used during each row is measured (rows where it reached ${BUSY_PCT}% of the machine are marked *)`,
     machine: `${nproc} CPUs (nproc), ${model}, ${(memKb / 1024 / 1024).toFixed(1)} GiB RAM, Linux ${release()}, data dirs in ${dataRoot} (${fsType || "?"})`,
     kafka: `Apache Kafka ${KAFKA_VERSION} (single-node KRaft, default settings; JVM ${java.replace(/"/g, "")}, -Xmx1g -Xms1g G1)`,
