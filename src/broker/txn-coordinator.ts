@@ -9,7 +9,7 @@
  *   3. fence: every local partition raises the producer's epoch (PartitionManager.fenceProducer) and the
  *      bump is appended to this broker's fence log for the peers (storage/fence-log.ts);
  *   4. offsets: the staged transactional offsets of each of the transaction's groups are committed or
- *      discarded (the group coordinator's offset store);
+ *      discarded (the group coordinator's offset store), at the same time as
  *   5. markers: appended durably to the partitions this broker leads, and queued durably for the leaders
  *      of the others (storage/marker-queue.ts, one file per transaction and broker);
  *   6. Prepare* -> Complete* is persisted.
@@ -862,8 +862,9 @@ export class TxnCoordinator {
   }
 
   /**
-   * Carries out a durable decision's effects, in order: fence, offsets, markers, then Complete*. Returns
-   * whether everything it asked for is done (false: the entry stays in Prepare* for the reconcile pass).
+   * Carries out a durable decision's effects: the fence, then the offsets and the markers at once, then
+   * Complete*. Returns whether everything it asked for is done (false: the entry stays in Prepare* for the
+   * reconcile pass). `releaseBeforeDurable`: see `complete`.
    */
   private async carryOut(id: string, decision: TxnDecision, phases?: PhaseTimer, releaseBeforeDurable = false): Promise<boolean> {
     const { effects, entry } = decision;
