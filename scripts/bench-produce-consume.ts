@@ -89,6 +89,7 @@ import {
   renderReport,
   roundOrder,
   runCleanups,
+  runGuardedRow,
   runJavaTool,
   startBunkaBroker,
   startVariant,
@@ -496,14 +497,7 @@ interface RunState {
 
 /** Runs one row, turning a thrown error into a failed outcome that says whether the broker died. */
 async function runRow(broker: Broker, s: Scenario, opts: Options, idempotent: boolean, ctx: RowContext): Promise<Outcome> {
-  let outcome: Outcome;
-  try {
-    outcome = await runScenario(broker, s, opts, idempotent, ctx);
-  } catch (e) {
-    outcome = { ok: false, error: (e as Error).message };
-  }
-  if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
-  return outcome;
+  return runGuardedRow(broker, () => runScenario(broker, s, opts, idempotent, ctx));
 }
 
 function rowLog(variant: BrokerVariant, s: Scenario, o: Outcome, startedMs: number): string {

@@ -472,6 +472,24 @@ export async function startBrokerForRows(
   }
 }
 
+/**
+ * Runs one benchmark row: a thrown error becomes a failed outcome, and a failure says whether the broker
+ * died (with the tail of its log).
+ */
+export async function runGuardedRow<T extends { ok: true } | { ok: false; error: string }>(
+  broker: Broker,
+  run: () => Promise<T>,
+): Promise<T | { ok: false; error: string }> {
+  let outcome: T | { ok: false; error: string };
+  try {
+    outcome = await run();
+  } catch (e) {
+    outcome = { ok: false, error: (e as Error).message };
+  }
+  if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
+  return outcome;
+}
+
 /** A raw-protocol connection to `broker`, closed by the cleanups if it is still open then. */
 export async function connect(broker: Broker, clientId: string): Promise<WireClient> {
   const c = await WireClient.connect(broker.port, broker.host, clientId);

@@ -84,6 +84,7 @@ import {
   renderReport,
   roundOrder,
   runCleanups,
+  runGuardedRow,
   runJavaTool,
   scrapeHistogramTotals,
   sleep,
@@ -643,14 +644,7 @@ async function prepareBroker(
 
 /** Runs one row, turning a thrown error into a failed outcome that says whether the broker died. */
 async function runRow(broker: Broker, s: Scenario, opts: Options, idsInStore: { n: number }, idlePids: number[] = []): Promise<Outcome> {
-  let outcome: Outcome;
-  try {
-    outcome = await runScenario(broker, s, opts, idsInStore, idlePids);
-  } catch (e) {
-    outcome = { ok: false, error: (e as Error).message };
-  }
-  if (!outcome.ok && !broker.alive()) outcome.error += ` (the broker died; log tail: ${broker.logTail().split("\n").slice(-3).join(" | ")})`;
-  return outcome;
+  return runGuardedRow(broker, () => runScenario(broker, s, opts, idsInStore, idlePids));
 }
 
 function rowLog(kind: BrokerVariant, s: Scenario, outcome: Outcome, startedMs: number): string {
