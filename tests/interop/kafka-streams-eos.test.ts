@@ -74,6 +74,12 @@ const PARTITIONS = 2;
 const CHUNK = 20;
 const AHEAD = 200;
 /**
+ * After the last kill the lines go out one chunk per this many ms (40 chunks: 4 s), so that the last run
+ * commits through several of Streams' 1 s repartition purge intervals (it purges at a commit once the
+ * interval has passed) and purges every partition before it is stopped. Load shaping, not a wait.
+ */
+const FINAL_CHUNK_PACE_MS = 100;
+/**
  * A run is killed after the k-th advance of the output's LSO it caused, k in this range, once an open
  * transaction's records are in the log, and 0-20 ms later.
  */
@@ -214,6 +220,7 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
         lines.push(...chunk);
         for (const line of chunk) for (const word of line.split(" ")) expected.set(word, (expected.get(word) ?? 0) + 1);
         await producer.send({ topic: INPUT, acks: -1, messages: chunk.map((value, j) => ({ key: `line-${from + j}`, value, partition: (from + j) % PARTITIONS })) });
+        if (inputEnd !== MAX_LINES) await Bun.sleep(FINAL_CHUNK_PACE_MS);
       }
       fed = true;
     })();
