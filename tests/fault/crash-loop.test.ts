@@ -1,5 +1,5 @@
 /**
- * Crash loop (issue 3, point 5): the compiled binary is SIGKILLed again and again under a continuous
+ * Crash loop: the compiled binary is SIGKILLed again and again under a continuous
  * acks=-1 load and restarted on the same data directory and port; at the end every partition is read back
  * completely and checked against what the load generator knows. Some restarts are themselves killed
  * 0-150 ms after the spawn (a crash during recovery), and a few stops are clean (SIGTERM), so that kills

@@ -1,5 +1,5 @@
 /**
- * Idempotent producers across broker crashes (issue 5, point 5): the compiled binary is SIGKILLed several
+ * Idempotent producers across broker crashes: the compiled binary is SIGKILLed several
  * times (seeded delays) and restarted on the same data directory and port while two real idempotent
  * producers write to it at the same time:
  *   (a) Apache's Java producer, through kafka-producer-perf-test (enable.idempotence=true, acks=all,

@@ -1,5 +1,5 @@
 /**
- * Exactly-once consume-transform-produce copiers across SIGKILLs (issue 6, point 8, copier part), each a
+ * Exactly-once consume-transform-produce copiers across SIGKILLs, each a
  * separate OS process:
  *   - Apache's Java clients (tests/interop/java/EosCopier.java, compiled here with javac into
  *     .cache/java-classes/): read_committed KafkaConsumer in a group with static membership, transactional

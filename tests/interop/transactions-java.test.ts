@@ -1,5 +1,5 @@
 /**
- * Transactions with Apache Kafka's Java client (4.1.1) against bunka (issue 6, point 8, Java part). Small Java
+ * Transactions with Apache Kafka's Java client (4.1.1) against bunka. Small Java
  * programs (tests/interop/java/TxnProducer.java, ReadCommittedCheck.java, CreateTopic.java; compiled here with
  * javac against the Kafka jars into .cache/java-classes/transactions/) drive a KafkaProducer with a
  * transactional.id and a KafkaConsumer in read_committed / read_uncommitted:

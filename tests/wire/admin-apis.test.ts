@@ -1,5 +1,5 @@
 /**
- * Wire tests of the admin APIs of issue 2 with raw frames: ApiVersions, Metadata, CreateTopics,
+ * Wire tests of the admin APIs with raw frames: ApiVersions, Metadata, CreateTopics,
  * DeleteTopics, DescribeCluster. Error codes and messages are the ones Apache Kafka gives.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";

@@ -1,7 +1,7 @@
 /**
  * Wire tests of the data path with raw frames: Produce v3-11, Fetch v4-17, ListOffsets v1-8,
- * DeleteRecords v0-2 and the idempotent producer (InitProducerId + the five-batch dedupe window,
- * issue 5 item 5, wire part). Every answer is checked for its exact error code and offsets, as Apache
+ * DeleteRecords v0-2 and the idempotent producer (InitProducerId + the five-batch dedupe window).
+ * Every answer is checked for its exact error code and offsets, as Apache
  * Kafka gives them; "nothing written" is checked on the log itself, not only on the answer.
  */
 import { describe, expect, test } from "bun:test";

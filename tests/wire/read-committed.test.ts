@@ -1,5 +1,5 @@
 /**
- * Wire tests of the partition side of transactions (issue 6 points 4, 5 and 7): transactional Produce
+ * Wire tests of the partition side of transactions: transactional Produce
  * gated by the coordinator's verifier (Apache's answers by Produce version), read_committed Fetch stopping
  * at the last stable offset with the aborted transactions that overlap the fetched data, ListOffsets
  * latest by isolation level, and DescribeProducers. The transaction coordinator is stood in for by a fake
