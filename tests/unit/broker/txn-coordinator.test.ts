@@ -306,6 +306,19 @@ function holdMarkers(h: Harness): { started: Promise<void>; release: () => void 
   return { started: startedP, release };
 }
 
+/**
+ * A transaction of "tx" on orders-0 whose EndTxn(commit) has been answered while its marker is held: the
+ * marker write has started and waits for `markers.release()`.
+ */
+async function answeredWithMarkersHeld(h: Harness): Promise<{ p: { producerId: number; producerEpoch: number }; markers: ReturnType<typeof holdMarkers> }> {
+  const p = await init(h, "tx");
+  await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+  const markers = holdMarkers(h);
+  expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+  await markers.started;
+  return { p, markers };
+}
+
 /** Turns of the event loop (no timers), to show that something did not happen meanwhile. */
 async function turns(n = 20): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
@@ -314,11 +327,7 @@ async function turns(n = 20): Promise<void> {
 describe("requests held while an answered EndTxn completes", () => {
   test("the producer's next AddPartitionsToTxn waits for Complete*, then starts the next transaction", async () => {
     const h = await setup();
-    const p = await init(h, "tx");
-    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
-    const markers = holdMarkers(h);
-    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
-    await markers.started;
+    const { p, markers } = await answeredWithMarkersHeld(h);
     let added: number | undefined;
     const adding = h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) }).then((code) => (added = code));
     await turns();
@@ -335,11 +344,7 @@ describe("requests held while an answered EndTxn completes", () => {
 
   test("a retried EndTxn, AddOffsetsToTxn, TxnOffsetCommit and InitProducerId are held and answered on the completed entry", async () => {
     const h = await setup();
-    const p = await init(h, "tx");
-    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
-    const markers = holdMarkers(h);
-    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
-    await markers.started;
+    const { p, markers } = await answeredWithMarkersHeld(h);
     const retried = h.coordinator.endTxn({ ...ref("tx", p), commit: true });
     const offsets = h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
     const staged = h.coordinator.withVerifiedGroup(ref("tx", p), "g", async () => "staged");
@@ -357,11 +362,7 @@ describe("requests held while an answered EndTxn completes", () => {
 
   test("past the hold bound each request is answered CONCURRENT_TRANSACTIONS, and the completion still lands", async () => {
     const h = await setup({ completionHoldMaxMs: 20 });
-    const p = await init(h, "tx");
-    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
-    const markers = holdMarkers(h);
-    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
-    await markers.started;
+    const { p, markers } = await answeredWithMarkersHeld(h);
     const { CONCURRENT_TRANSACTIONS } = ErrorCode;
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(CONCURRENT_TRANSACTIONS);
     expect(await h.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" })).toBe(CONCURRENT_TRANSACTIONS);
@@ -380,11 +381,7 @@ describe("requests held while an answered EndTxn completes", () => {
   test("the held request's write shares Complete*'s journal fsync", async () => {
     const fs = new HookedFsyncFs();
     const h = await setup({ fs });
-    const p = await init(h, "tx");
-    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
-    const markers = holdMarkers(h);
-    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
-    await markers.started;
+    const { p, markers } = await answeredWithMarkersHeld(h);
     const adding = h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) });
     await turns();
     let fsyncs = 0;
