@@ -69,7 +69,7 @@ import {
 import { encodeSnapshot, PRODUCER_STATE_SNAPSHOT_FILE, readSnapshot } from "./producer-state-snapshot.ts";
 import { cleanableRange, cleaningReason, type ActiveProducer, type CleanableRange, type CleaningReason } from "../domain/compaction/cleaning-rules.ts";
 import type { OffsetMap } from "../domain/compaction/offset-map.ts";
-import { cleanLog, type CleanPassStats } from "./log/log-cleaner.ts";
+import { cleanLog, type CleanableLog, type CleanPassStats } from "./log/log-cleaner.ts";
 import { baseTimestampAt } from "../protocol/records/record-batch.ts";
 
 export type ProduceOutcome =
@@ -506,7 +506,7 @@ export class Partition {
       }
       const stats = await cleanLog({
         fs: this.fs,
-        log: this.log,
+        log: this.cleanableLog(),
         range,
         nowMs,
         deleteRetentionMs: config.deleteRetentionMs,
@@ -516,11 +516,31 @@ export class Partition {
         producers,
         aborted: this.aborted.entries().filter((e) => e.lastOffset >= this.log.logStartOffset),
         throttle: options.throttle,
-        onSwapped: (baseOffset, endOffset, kept) => this.aborted.replaceRange(baseOffset, endOffset, kept),
         shouldStop: () => this.closeStarted || options.shouldStop(),
       });
       return { kind: "cleaned", reason, range, stats };
     });
+  }
+
+  /** The log as a cleaning pass sees it: its swaps also replace the aborted transactions of their range. */
+  private cleanableLog(): CleanableLog {
+    const log = this.log;
+    return {
+      dir: log.dir,
+      get sizeBytes() {
+        return log.sizeBytes;
+      },
+      get cleanerCheckpoint() {
+        return log.cleanerCheckpoint;
+      },
+      cleanableSegments: () => log.cleanableSegments(),
+      readSegmentBytes: (baseOffset, position, length) => log.readSegmentBytes(baseOffset, position, length),
+      saveCleanerCheckpoint: (checkpoint) => log.saveCleanerCheckpoint(checkpoint),
+      replaceSegments: async (cleaned, endOffset, keptAborted) => {
+        await log.replaceSegments(cleaned);
+        this.aborted.replaceRange(cleaned.replaced[0]!, endOffset, keptAborted);
+      },
+    };
   }
 
   /** Whether a pass is due for `range` (see cleaningReason), without running one. */

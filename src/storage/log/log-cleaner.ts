@@ -13,8 +13,11 @@
  *    one survive a kill) and move the cleaner checkpoint.
  *
  * The caller (Partition.clean) supplies what only it knows: the range to clean (bounded by the last
- * stable offset), the aborted transactions, the active producers' last batches, and what to do with
- * the aborted-transaction index entries each group keeps.
+ * stable offset), the aborted transactions, the active producers' last batches, and the log as a
+ * CleanableLog, whose swap also hands over the aborted-transaction index entries each group keeps. The
+ * same code runs on the broker's thread (the log is the PartitionLog) or on a cleaner thread (the log
+ * reads the segment files itself and asks the broker's thread for the checkpoint and the swaps):
+ * docs/architecture.md, "Compaction".
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../../errors/errors.ts";
@@ -43,7 +46,8 @@ import { batchSpecOf, buildBatch, decodeRecords, type KafkaRecord } from "../../
 import { encodeTxnIndexEntries } from "./txn-index.ts";
 import { Segment, segmentFileName } from "./segment.ts";
 import { cleanedPath } from "./segment-swap.ts";
-import type { CleanableSegment, PartitionLog } from "./partition-log.ts";
+import type { CleanerCheckpoint } from "./cleaner-checkpoint.ts";
+import type { CleanableSegment, CleanedSegment } from "./partition-log.ts";
 
 /** Bytes read from a segment at a time (a larger batch is read whole). */
 const READ_CHUNK_BYTES = 1024 * 1024;
@@ -51,9 +55,31 @@ const READ_CHUNK_BYTES = 1024 * 1024;
 const WRITE_CHUNK_BYTES = 1024 * 1024;
 const INT32_MAX = 0x7fffffff;
 
+/**
+ * The members of a partition log a pass uses. PartitionLog has all but the swap's second half, which
+ * Partition.clean adds; a cleaner thread implements them over the segment files and messages.
+ */
+export interface CleanableLog {
+  readonly dir: string;
+  /** The log's size now (before the pass, and after its swaps). */
+  readonly sizeBytes: number;
+  readonly cleanerCheckpoint: CleanerCheckpoint;
+  /** The inactive segments, oldest first; the pass's range lies within them and they do not change under it. */
+  cleanableSegments(): CleanableSegment[];
+  /** Up to `length` bytes at `position` of the inactive segment based at `baseOffset`. */
+  readSegmentBytes(baseOffset: number, position: number, length: number): Promise<Uint8Array>;
+  saveCleanerCheckpoint(checkpoint: CleanerCheckpoint): Promise<void>;
+  /**
+   * Swaps `cleaned` in for the segments it replaces (PartitionLog.replaceSegments) and, synchronously
+   * right after the swap, replaces the aborted-transaction index entries of [its base, endOffset) with
+   * `keptAborted`, those whose markers it still holds: no read_committed fetch sees one without the other.
+   */
+  replaceSegments(cleaned: CleanedSegment, endOffset: number, keptAborted: AbortedTxnRange[]): Promise<void>;
+}
+
 export interface CleanPassInput {
   fs: Fs;
-  log: PartitionLog;
+  log: CleanableLog;
   range: CleanableRange;
   nowMs: number;
   deleteRetentionMs: number;
@@ -66,11 +92,6 @@ export interface CleanPassInput {
   aborted: readonly AbortedTxnRange[];
   /** Called with the bytes of each batch read; resolves when reading may go on (I/O throttle). */
   throttle: (bytes: number) => Promise<void>;
-  /**
-   * Called (synchronously, right after the swap) with the range of a swapped-in segment and the
-   * aborted transactions whose markers it still holds.
-   */
-  onSwapped: (baseOffset: number, endOffset: number, keptAborted: AbortedTxnRange[]) => void;
   /** Stops the pass between batches (shutdown, topic deletion). */
   shouldStop: () => boolean;
 }
@@ -105,7 +126,7 @@ class BatchWalker {
    * before anything is swapped in.
    */
   constructor(
-    private readonly log: PartitionLog,
+    private readonly log: CleanableLog,
     private readonly segment: CleanableSegment,
     private readonly verify: boolean,
   ) {}
@@ -345,16 +366,19 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
       writeDurably(fs, cleanedPath(log.dir, baseOffset, "timeindex"), timeIndex.encode()),
       writeDurably(fs, cleanedPath(log.dir, baseOffset, "txnindex"), txnIndexBytes),
     ]);
-    await log.replaceSegments({
-      replaced: group.map((s) => s.baseOffset),
-      sizeBytes: writer.sizeBytes,
-      offsetIndex: scratch.offsetIndex!,
-      timeIndex,
-      maxTimestampMs: scratch.maxTimestampMs ?? -1,
-      offsetOfMaxTimestamp: scratch.offsetOfMaxTimestamp,
-      txnIndexBytes: txnIndexBytes.length,
-    });
-    input.onSwapped(baseOffset, group[group.length - 1]!.endOffset, keptAborted);
+    await log.replaceSegments(
+      {
+        replaced: group.map((s) => s.baseOffset),
+        sizeBytes: writer.sizeBytes,
+        offsetIndex: scratch.offsetIndex!,
+        timeIndex,
+        maxTimestampMs: scratch.maxTimestampMs ?? -1,
+        offsetOfMaxTimestamp: scratch.offsetOfMaxTimestamp,
+        txnIndexBytes: txnIndexBytes.length,
+      },
+      group[group.length - 1]!.endOffset,
+      keptAborted,
+    );
     stats.bytesWritten += writer.sizeBytes;
     stats.segmentsCleaned += group.length;
   }
