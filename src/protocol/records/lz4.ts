@@ -21,8 +21,13 @@
  * Output is bounded before it is produced: by the caller's `maxBytes`, by the block size the frame
  * declares, and by what the input could expand to at all (one input byte adds at most 255 output
  * bytes), so a hostile frame cannot make us allocate more than its own size allows.
+ *
+ * The block decoder and compressor run as WebAssembly kernels where they can (kernels.ts); the
+ * TypeScript functions here (`...Portable`) are their reference twins, with the same results for every
+ * input, and run where the kernels cannot.
  */
 import { DecodeError } from "../../errors/errors.ts";
+import { KERNEL_MALFORMED, lz4Kernels, type Lz4Kernels } from "./kernels.ts";
 import { xxhash32 } from "./xxhash32.ts";
 
 const FRAME_MAGIC = 0x184d2204;
@@ -58,6 +63,7 @@ const SKIP_TRIGGER = 6;
 /** Each input byte of a block can at most add 255 bytes of output (a length-extension byte). */
 const MAX_EXPANSION = 255;
 const BULK_COPY_BYTES = 16;
+const NO_TABLE = new Uint16Array(0);
 
 function readUint32LE(data: Uint8Array, at: number): number {
   return (data[at]! | (data[at + 1]! << 8) | (data[at + 2]! << 16) | (data[at + 3]! << 24)) >>> 0;
@@ -75,6 +81,14 @@ function writeUint32LE(data: Uint8Array, at: number, value: number): void {
 /** What lz4DecodeBlock returns when the block would produce more than `outLimit` allows. */
 export const LZ4_OUTPUT_LIMIT = -1;
 
+/** The kernels in use; tests swap in null to run the portable twins through the frame code. */
+let kernels: Lz4Kernels | null = lz4Kernels;
+
+/** Runs the frame code on the kernels (the default) or on the TypeScript twins; for tests and benchmarks. */
+export function useLz4Kernels(enabled: boolean): void {
+  kernels = enabled ? lz4Kernels : null;
+}
+
 /**
  * Decodes the LZ4 block `src[at, end)` into `out` from `o`, producing at most up to `outLimit`; matches
  * may reach back to `windowStart` and no further. Returns the new end of the output, or LZ4_OUTPUT_LIMIT
@@ -82,6 +96,15 @@ export const LZ4_OUTPUT_LIMIT = -1;
  * DecodeError for a malformed block.
  */
 export function lz4DecodeBlock(src: Uint8Array, at: number, end: number, out: Uint8Array, o: number, outLimit: number, windowStart: number): number {
+  if (kernels === null) return lz4DecodeBlockPortable(src, at, end, out, o, outLimit, windowStart);
+  const result = kernels.decodeBlock(src, at, end, out, o, outLimit, windowStart);
+  // The kernel says only that the block is malformed; the twin says why (and throws).
+  if (result === KERNEL_MALFORMED) return lz4DecodeBlockPortable(src, at, end, out, o, outLimit, windowStart);
+  return result;
+}
+
+/** lz4DecodeBlock in TypeScript: the kernel's reference twin. */
+export function lz4DecodeBlockPortable(src: Uint8Array, at: number, end: number, out: Uint8Array, o: number, outLimit: number, windowStart: number): number {
   for (;;) {
     if (at >= end) throw new DecodeError("lz4 block ends inside a sequence");
     const token = src[at++]!;
@@ -308,11 +331,20 @@ function writeSequence(out: Uint8Array, o: number, src: Uint8Array, from: number
 }
 
 /**
- * Compresses `src[start, end)` as one independent block into `out` from `o`; returns the new end.
- * `table` maps hashes of 4-byte sequences to block-relative positions; it is cleared here. Blocks of
- * up to 64 KiB keep every offset within the format's 16 bits.
+ * Compresses `src[start, end)` (at most 64 KiB, which keeps every offset within the format's 16 bits) as
+ * one independent block into `out` from `o`, which has room for lz4MaxCompressedLength(end - start);
+ * returns the new end. `table` is the portable twin's hash table.
  */
 export function lz4CompressBlock(src: Uint8Array, start: number, end: number, out: Uint8Array, o: number, table: Uint16Array): number {
+  if (kernels === null) return lz4CompressBlockPortable(src, start, end, out, o, table);
+  return kernels.compressBlock(src, start, end, out, o);
+}
+
+/**
+ * lz4CompressBlock in TypeScript: the kernel's reference twin. `table` maps hashes of 4-byte sequences
+ * to block-relative positions; it is cleared here.
+ */
+export function lz4CompressBlockPortable(src: Uint8Array, start: number, end: number, out: Uint8Array, o: number, table: Uint16Array): number {
   let anchor = start;
   if (end - start > MATCH_FIND_LIMIT) {
     table.fill(0);
@@ -361,7 +393,8 @@ export function lz4Compress(data: Uint8Array): Uint8Array {
   out[5] = BD_64KB;
   out[6] = (xxhash32(out, 4, 6) >>> 8) & 0xff;
   let o = 7;
-  const table = new Uint16Array(1 << HASH_BITS);
+  // Only the portable twin uses a table; the kernel has its own.
+  const table = kernels === null ? new Uint16Array(1 << HASH_BITS) : NO_TABLE;
   for (let at = 0; at < data.length; at += BLOCK_BYTES) {
     const blockEnd = Math.min(at + BLOCK_BYTES, data.length);
     const size = lz4CompressBlock(data, at, blockEnd, out, o + 4, table) - (o + 4);
