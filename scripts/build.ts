@@ -14,6 +14,9 @@ export type Target = (typeof TARGETS)[number];
 
 const root = join(import.meta.dir, "..");
 
+/** The executable's entry points: the broker, and the code of the threads it starts by path. */
+export const ENTRY_POINTS = ["src/main.ts", "src/storage/log/cleaner-worker.ts"] as const;
+
 export function outfileFor(target: Target): string {
   return join(root, "dist", `bunka-${target}${target.startsWith("windows-") ? ".exe" : ""}`);
 }
@@ -29,7 +32,9 @@ export interface BuildResult {
 export async function buildTarget(target: Target): Promise<BuildResult> {
   const outfile = outfileFor(target);
   const proc = Bun.spawn(
-    [process.execPath, "build", "--compile", `--target=bun-${target}`, join(root, "src/main.ts"), "--outfile", outfile],
+    // The log cleaner's thread is an entry point of its own: Bun bundles a `new Worker(...)` target only
+    // when it is listed. Its path under src/ is where storage/log/cleaner-threads.ts looks for it.
+    [process.execPath, "build", "--compile", `--target=bun-${target}`, ...ENTRY_POINTS.map((e) => join(root, e)), "--outfile", outfile],
     { cwd: root, stdout: "pipe", stderr: "pipe" },
   );
   const [stdout, stderr, exitCode] = await Promise.all([

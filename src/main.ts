@@ -140,6 +140,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     log,
     observer: metrics,
     txnObserver: metrics,
+    cleanerThreads: true,
     ...(crashAfterPrepare || holdAfterAnswer ? { txn: txnHooks } : {}),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {

@@ -57,6 +57,7 @@ import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
 import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
+import { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
 import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
@@ -74,6 +75,12 @@ export interface BrokerDeps {
   maintenance?: PartitionManagerOptions | false;
   /** false: the log cleaner runs only when a test calls `services.cleaner.runRound()`. */
   cleaner?: false;
+  /**
+   * true: the log cleaner's passes run on threads of their own (storage/log/cleaner-threads.ts), which
+   * read and write the partition directories directly, so `fs` must be the real file system. Otherwise
+   * they run on the event loop through `fs`.
+   */
+  cleanerThreads?: boolean;
   /** Group coordinator settings beyond BrokerConfig (tests shorten session timeouts, turn off the sweep). */
   groups?: GroupCoordinatorOptions;
   /** Transaction coordinator settings beyond BrokerConfig (tests turn off its timers, shorten intervals). */
@@ -111,7 +118,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const partitions = new PartitionManager(fs, clock, log, config, topics);
   await partitions.openAll(deps.onRecoveryProgress);
   if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
-  const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config));
+  const cleanerThreads = deps.cleanerThreads
+    ? new CleanerThreadPool({ fs, log, ioMaxBytesPerSecond: () => cleanerSettingsOf(config).ioMaxBytesPerSecond })
+    : undefined;
+  const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config), undefined, undefined, cleanerThreads);
   if (deps.cleaner !== false) cleaner.start();
   const ownership = new SingleBrokerOwnership(
     config.brokerId,

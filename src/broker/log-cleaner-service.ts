@@ -6,9 +6,13 @@
  *
  * - log.cleaner.threads workers run at once, never two on one partition; each has its own offset map,
  *   log.cleaner.dedupe.buffer.size / threads bytes at most (allocated as it fills, released after a pass).
- *   A worker is an async loop on the event loop: the pass's file reads and writes leave the loop free,
- *   and its CPU work comes in batch-sized pieces between them.
- * - log.cleaner.io.max.bytes.per.second bounds the bytes all workers read together.
+ *   A worker is an async loop here that picks the partitions; with a CleanerThreadPool (the broker on the
+ *   real file system) each worker's passes run on a thread of its own (storage/log/cleaner-threads.ts),
+ *   which holds the offset map, and only the swaps and the checkpoint come back to the event loop.
+ *   Without one (tests on the in-memory file system) the pass runs on the event loop, its CPU work in
+ *   slices between which it gives the loop back.
+ * - log.cleaner.io.max.bytes.per.second bounds the bytes all workers read together (on threads, through
+ *   a budget in shared memory).
  * - A pass that finds damaged data (a CorruptStateError, or records that do not decode) is logged once and the partition is not cleaned
  *   again until the broker restarts (Apache marks such a log uncleanable); any other failure but a
  *   FatalError is logged and tried again next round; a FatalError stops the broker, as every failed write
@@ -22,7 +26,8 @@ import { CorruptStateError, DecodeError, FatalError } from "../errors/errors.ts"
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { DEFAULT_LOG_CONFIG } from "../storage/log/partition-log.ts";
-import type { CompactionConfig, Partition } from "../storage/partition.ts";
+import type { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
+import type { CompactionConfig, InProcessClean, Partition, ThreadClean } from "../storage/partition.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { PartitionManager } from "./partitions.ts";
@@ -58,6 +63,9 @@ export interface PartitionCleanerStats {
   lastError: string | undefined;
 }
 
+/** Where a pass runs (Partition.clean): on the event loop, or on a cleaner thread. */
+type PassPlace = InProcessClean | ThreadClean;
+
 /** How long a pass may hold the event loop before it lets other work run (see throttle). */
 const YIELD_AFTER_MS = 0.2;
 
@@ -71,6 +79,8 @@ export class LogCleanerService {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private round: Promise<void> | undefined;
   private stopped = false;
+  /** Aborted by stop(): passes on threads stop between batches. */
+  private readonly stopping = new AbortController();
   /** Bytes read by every worker since `throttleStartMs` (the I/O throttle's window). */
   private throttledBytes = 0;
   private throttleStartMs = 0;
@@ -87,6 +97,8 @@ export class LogCleanerService {
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     /** Lets the event loop run what is waiting (requests) before the pass goes on. */
     private readonly yieldToLoop: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve)),
+    /** Where passes run: on these threads, or (undefined) on the event loop. Closed by stop(). */
+    private readonly threads?: CleanerThreadPool,
   ) {}
 
   /** Starts the rounds (the first one at once). */
@@ -116,9 +128,11 @@ export class LogCleanerService {
   /** Stops starting passes and waits for the running ones (each stops between two batches). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     await this.round?.catch(() => undefined);
+    await this.threads?.close();
   }
 
   /** The stats of every partition the cleaner has looked at, by `<topic>-<partition>`. */
@@ -148,8 +162,10 @@ export class LogCleanerService {
     const loadFactor = Math.min(1, Math.max(0.01, Number.isFinite(settings.ioBufferLoadFactor) ? settings.ioBufferLoadFactor : 0.9));
     let passes = 0;
     const forced = new Set<string>();
-    const worker = async (): Promise<void> => {
+    this.threads?.retain(threads);
+    const worker = async (index: number): Promise<void> => {
       let map: OffsetMap | undefined;
+      const runner = this.threads?.runner(index, { memoryBytes: mapBytes, loadFactor });
       for (;;) {
         if (this.stopped) return;
         const next = await this.pickNext(options.force === true ? forced : undefined);
@@ -157,8 +173,13 @@ export class LogCleanerService {
         const key = `${next.partition.topic}-${next.partition.partition}`;
         this.busy.add(key);
         try {
-          map ??= new OffsetMap(mapBytes, loadFactor);
-          if (await this.cleanOne(next.partition, next.config, map, options.force === true)) passes++;
+          let where: PassPlace;
+          if (runner !== undefined) where = { runner, stopped: this.stopping.signal };
+          else {
+            map ??= new OffsetMap(mapBytes, loadFactor);
+            where = { map, throttle: (bytes) => this.throttle(bytes), shouldStop: () => this.stopped };
+          }
+          if (await this.cleanOne(next.partition, next.config, where, options.force === true)) passes++;
         } finally {
           this.busy.delete(key);
           // Give the map's memory back between passes; the next pass grows its own from small.
@@ -166,7 +187,7 @@ export class LogCleanerService {
         }
       }
     };
-    await Promise.all(Array.from({ length: threads }, () => worker()));
+    await Promise.all(Array.from({ length: threads }, (_, index) => worker(index)));
     return passes;
   }
 
@@ -233,18 +254,11 @@ export class LogCleanerService {
   }
 
   /** One pass over one partition; true when it ran. */
-  private async cleanOne(partition: Partition, config: CompactionConfig, map: OffsetMap, force: boolean): Promise<boolean> {
+  private async cleanOne(partition: Partition, config: CompactionConfig, where: PassPlace, force: boolean): Promise<boolean> {
     const stats = this.statsFor(partition);
     const startedMs = this.clock.monotonicMs();
     try {
-      const outcome = await partition.clean({
-        nowMs: this.clock.nowMs(),
-        config,
-        map,
-        throttle: (bytes) => this.throttle(bytes),
-        shouldStop: () => this.stopped,
-        force,
-      });
+      const outcome = await partition.clean({ nowMs: this.clock.nowMs(), config, force, ...where });
       stats.dirtyRatio = outcome.range.dirtyRatio;
       stats.dirtyBytes = outcome.range.dirtyBytes;
       if (outcome.kind !== "cleaned") return false;
@@ -301,8 +315,8 @@ export class LogCleanerService {
   }
 
   /**
-   * Called between batches: gives the event loop back after each slice of work, and holds a worker back
-   * while all workers together read faster than log.cleaner.io.max.bytes.per.second.
+   * Called between batches of a pass on the event loop: gives the loop back after each slice of work, and
+   * holds a worker back while all workers together read faster than log.cleaner.io.max.bytes.per.second.
    */
   private async throttle(bytes: number): Promise<void> {
     const nowMs = this.clock.monotonicMs();

@@ -70,6 +70,7 @@ import { encodeSnapshot, PRODUCER_STATE_SNAPSHOT_FILE, readSnapshot } from "./pr
 import { cleanableRange, cleaningReason, type ActiveProducer, type CleanableRange, type CleaningReason } from "../domain/compaction/cleaning-rules.ts";
 import type { OffsetMap } from "../domain/compaction/offset-map.ts";
 import { cleanLog, type CleanableLog, type CleanPassStats } from "./log/log-cleaner.ts";
+import type { CleanPassRequest, CleanPassRunner } from "./log/cleaner-threads.ts";
 import { baseTimestampAt } from "../protocol/records/record-batch.ts";
 
 export type ProduceOutcome =
@@ -129,16 +130,29 @@ export interface CompactionConfig {
   indexIntervalBytes: number;
 }
 
-export interface CleanOptions {
-  nowMs: number;
-  config: CompactionConfig;
+/** A pass on this thread (cleanLog with this map and throttle). */
+export interface InProcessClean {
   map: OffsetMap;
   /** Called with the bytes of each batch read; resolves when reading may go on (log.cleaner.io.max.bytes.per.second). */
   throttle: (bytes: number) => Promise<void>;
+  /** Stops the pass between batches (shutdown). */
   shouldStop: () => boolean;
+  runner?: undefined;
+}
+
+/** A pass on a cleaner thread (storage/log/cleaner-threads.ts), which has its own map and throttle. */
+export interface ThreadClean {
+  runner: CleanPassRunner;
+  /** Aborted at shutdown: the pass stops between batches. */
+  stopped: AbortSignal;
+}
+
+export type CleanOptions = {
+  nowMs: number;
+  config: CompactionConfig;
   /** Clean even when no rule asks for it (tests, an operator's request). */
   force?: boolean;
-}
+} & (InProcessClean | ThreadClean);
 
 export type CleanOutcome =
   | { kind: "not-needed"; range: CleanableRange }
@@ -504,21 +518,30 @@ export class Partition {
         const entry = this.producers.get(producerId)!;
         producers.set(producerId, { lastDataOffset: entry.batches.at(-1)?.lastOffset ?? -1, epoch: entry.epoch });
       }
-      const stats = await cleanLog({
-        fs: this.fs,
+      const request: CleanPassRequest = {
         log: this.cleanableLog(),
         range,
         nowMs,
         deleteRetentionMs: config.deleteRetentionMs,
         maxGroupBytes: config.segmentBytes,
         indexIntervalBytes: config.indexIntervalBytes,
-        map: options.map,
         producers,
         aborted: this.aborted.entries().filter((e) => e.lastOffset >= this.log.logStartOffset),
-        throttle: options.throttle,
-        shouldStop: () => this.closeStarted || options.shouldStop(),
-      });
-      return { kind: "cleaned", reason, range, stats };
+      };
+      if (options.runner === undefined) {
+        const { map, throttle, shouldStop } = options;
+        const stats = await cleanLog({ ...request, fs: this.fs, map, throttle, shouldStop: () => this.closeStarted || shouldStop() });
+        return { kind: "cleaned", reason, range, stats };
+      }
+      // A pass elsewhere cannot ask whether the partition is closing: closing tells it, as shutdown does.
+      const closed = new AbortController();
+      const unsubscribe = this.onClose(() => closed.abort());
+      try {
+        const stats = await options.runner(request, AbortSignal.any([options.stopped, closed.signal]));
+        return { kind: "cleaned", reason, range, stats };
+      } finally {
+        unsubscribe();
+      }
     });
   }
 

@@ -34,6 +34,8 @@ export async function startTestBroker(
     groups?: GroupCoordinatorOptions;
     /** false: the broker's own log cleaner never runs a round by itself (the test runs them). */
     cleaner?: false;
+    /** false: the cleaner's passes run on the event loop even on the real file system. */
+    cleanerThreads?: false;
   } = {},
 ): Promise<TestBroker> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "bunka-test-"));
@@ -49,6 +51,8 @@ export async function startTestBroker(
       log,
       groups: opts.groups,
       ...(opts.cleaner === false ? { cleaner: false as const } : {}),
+      // On the real file system the cleaner runs on its threads, as in the binary.
+      cleanerThreads: opts.fs === undefined && opts.cleanerThreads !== false,
     });
     const listener = await startKafkaListener({
       host: config.listenHost,
