@@ -127,7 +127,7 @@ export function decodeRecordsSection(header: BatchHeader, section: Uint8Array): 
 }
 
 /** A zigzag varint (at most 5 bytes) at `cursor.at`, never reading at or past `end`. */
-function varintAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
+export function varintAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
   let raw = 0;
   for (let shift = 0; shift < 35; shift += 7) {
     if (cursor.at >= end) throw new DecodeError("varint runs past the end of its record");
@@ -139,7 +139,7 @@ function varintAt(bytes: Uint8Array, cursor: { at: number }, end: number): numbe
 }
 
 /** A zigzag varlong (at most 10 bytes) as a number, exact within 2^53. */
-function varlongAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
+export function varlongAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
   let raw = 0;
   let multiplier = 1;
   for (let i = 0; i < 10; i++) {
@@ -253,6 +253,15 @@ export function buildBatch(spec: BatchSpec, records: readonly KafkaRecord[]): Ui
     body.set(record.headers, at);
     at += record.headers.length;
   }
+  return finishBatch(spec, baseTimestampMs, maxTimestampMs, records.length, body);
+}
+
+/**
+ * The batch around an uncompressed records section `body` of `count` records: compressed with the spec's
+ * codec, header written, CRC computed. `spec` is as buildBatch leaves it (an emptied batch's codec and
+ * delete horizon already cleared).
+ */
+export function finishBatch(spec: BatchSpec, baseTimestampMs: number, maxTimestampMs: number, count: number, body: Uint8Array): Uint8Array {
   const codec = spec.attributes & COMPRESSION_CODEC_MASK;
   const section = compress(codec, body);
 
@@ -270,7 +279,7 @@ export function buildBatch(spec: BatchSpec, records: readonly KafkaRecord[]): Ui
   writeInt64(bytes, PRODUCER_ID_AT, spec.producerId);
   writeInt16(bytes, PRODUCER_EPOCH_AT, spec.producerEpoch);
   writeInt32(bytes, BASE_SEQUENCE_AT, spec.baseSequence);
-  writeInt32(bytes, RECORDS_COUNT_AT, records.length);
+  writeInt32(bytes, RECORDS_COUNT_AT, count);
   bytes.set(section, BATCH_HEADER_BYTES);
   writeInt32(bytes, CRC_AT, crc32c(bytes, ATTRIBUTES_AT, sizeBytes));
   return bytes;
@@ -296,7 +305,7 @@ export function varlongSize(value: number): number {
   return size;
 }
 
-function putVarint(bytes: Uint8Array, at: number, value: number): number {
+export function putVarint(bytes: Uint8Array, at: number, value: number): number {
   let v = ((value << 1) ^ (value >> 31)) >>> 0;
   while (v >= 0x80) {
     bytes[at++] = (v & 0x7f) | 0x80;
@@ -306,7 +315,7 @@ function putVarint(bytes: Uint8Array, at: number, value: number): number {
   return at;
 }
 
-function putVarlong(bytes: Uint8Array, at: number, value: number): number {
+export function putVarlong(bytes: Uint8Array, at: number, value: number): number {
   let z = value >= 0 ? value * 2 : -value * 2 - 1;
   while (z >= 0x80) {
     bytes[at++] = (z % 128) | 0x80;

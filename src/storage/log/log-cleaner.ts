@@ -42,7 +42,8 @@ import {
   parseControlRecord,
   type BatchHeader,
 } from "../../protocol/records/record-batch.ts";
-import { batchSpecOf, buildBatch, decodeRecords, type KafkaRecord } from "../../protocol/records/records.ts";
+import { buildBatchFromScan, RecordScan } from "../../protocol/records/record-scan.ts";
+import { batchSpecOf } from "../../protocol/records/records.ts";
 import { encodeTxnIndexEntries } from "./txn-index.ts";
 import { Segment, segmentFileName } from "./segment.ts";
 import { cleanedPath } from "./segment-swap.ts";
@@ -165,13 +166,30 @@ class BatchWalker {
   }
 }
 
+/**
+ * What a pass reuses from batch to batch: the records of the batch at hand, walked without an object per
+ * record (record-scan.ts), and the indexes of those it keeps. Every use of it is synchronous, from the
+ * scan to the rebuilt batch, so passes interleaved on one thread cannot disturb each other's.
+ */
+class PassScratch {
+  readonly scan = new RecordScan();
+  kept = new Int32Array(256);
+  /** A fact object reused for retainRecord, one record at a time. */
+  readonly record: { offset: number; key: Uint8Array | null; hasValue: boolean } = { offset: 0, key: null, hasValue: false };
+
+  keepRoom(count: number): Int32Array {
+    if (this.kept.length < count) this.kept = new Int32Array(Math.max(count, this.kept.length * 2));
+    return this.kept;
+  }
+}
+
 function controlKindOf(bytes: Uint8Array, at: number, header: BatchHeader): ControlKind {
   if (header.recordsCount === 0) return "empty";
   return parseControlRecord(bytes, at).type;
 }
 
 /** Step 1: the offset map over the dirty section. Returns whether it filled up. */
-async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number }): Promise<boolean> {
+async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number }, reuse: PassScratch): Promise<boolean> {
   const { log, map, range } = input;
   map.clear();
   // Everything below the dirty section is clean already: its records count as mapped, so that a pass
@@ -198,10 +216,14 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
       if (header.isControl) {
         tracker.onControlBatch(header.producerId, controlKindOf(batch.bytes, batch.at, header), lastOffset);
       } else if (!tracker.onDataBatch(header.producerId, header.isTransactional, lastOffset)) {
-        for (const record of decodeRecords(batch.bytes, batch.at)) {
-          if (record.key === null || record.offset < range.firstDirtyOffset) continue;
-          if (map.isFull && map.get(record.key) < 0) return true;
-          map.put(record.key, record.offset);
+        const { scan } = reuse;
+        scan.scan(batch.bytes, batch.at);
+        for (let i = 0; i < scan.count; i++) {
+          const key = scan.key(i);
+          const offset = scan.offsets[i]!;
+          if (key === null || offset < range.firstDirtyOffset) continue;
+          if (map.isFull && map.get(key) < 0) return true;
+          map.put(key, offset);
         }
       }
       if (lastOffset >= range.firstDirtyOffset) map.updateLatestOffset(lastOffset);
@@ -295,7 +317,8 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
     mapFull: false,
     stopped: false,
   };
-  stats.mapFull = await buildOffsetMap(input, stats);
+  const reuse = new PassScratch();
+  stats.mapFull = await buildOffsetMap(input, stats, reuse);
   if (input.shouldStop()) {
     stats.stopped = true;
     return stats;
@@ -331,7 +354,7 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
           if (batch === undefined) break;
           stats.bytesRead += batch.size;
           await input.throttle(batch.size);
-          const kept = cleanBatch(input, tracker, batch.bytes, batch.at, batch.size, stats, keptAborted);
+          const kept = cleanBatch(input, tracker, batch.bytes, batch.at, batch.size, stats, keptAborted, reuse);
           if (kept === undefined) continue;
           scratch.indexBatch(baseOffsetAt(kept, 0), writer.position, kept.length, maxTimestampAt(kept, 0), input.indexIntervalBytes);
           await writer.add(kept);
@@ -399,6 +422,7 @@ function cleanBatch(
   size: number,
   stats: CleanPassStats,
   keptAborted: AbortedTxnRange[],
+  reuse: PassScratch,
 ): Uint8Array | undefined {
   const { nowMs, map } = input;
   const header = parseBatchHeader(bytes, at);
@@ -427,29 +451,35 @@ function cleanBatch(
     return undefined;
   }
 
-  let records: KafkaRecord[];
-  let kept: KafkaRecord[];
-  if (decision.discardRecords) {
-    records = [];
-    kept = [];
-  } else if (header.isControl) {
-    records = header.recordsCount > 0 ? decodeRecords(bytes, at) : [];
-    kept = records;
+  const { scan, record } = reuse;
+  let keptCount = 0;
+  let keepsTombstone = false;
+  if (decision.discardRecords || header.recordsCount === 0) {
+    keptCount = 0;
   } else {
-    records = decodeRecords(bytes, at);
-    kept = records.filter((r) => retainRecord(map, { offset: r.offset, key: r.key, hasValue: r.value !== null }, spec.deleteHorizonMs, nowMs));
+    scan.scan(bytes, at);
+    const kept = reuse.keepRoom(scan.count);
+    for (let i = 0; i < scan.count; i++) {
+      if (!header.isControl) {
+        record.offset = scan.offsets[i]!;
+        record.key = scan.key(i);
+        record.hasValue = scan.valueNull[i] === 0;
+        if (!retainRecord(map, record, spec.deleteHorizonMs, nowMs)) continue;
+        if (!record.hasValue) keepsTombstone = true;
+      }
+      kept[keptCount++] = i;
+    }
   }
-  const removed = header.recordsCount - kept.length;
+  const removed = header.recordsCount - keptCount;
   stats.recordsRemoved += removed;
-  if (kept.length === 0 && decision.retention === "delete-empty") {
+  if (keptCount === 0 && decision.retention === "delete-empty") {
     stats.batchesRemoved++;
     return undefined;
   }
-  const keepsTombstone = !header.isControl && kept.some((r) => r.value === null);
-  const horizonMs = kept.length === 0 ? -1 : deleteHorizonFor(spec.deleteHorizonMs, keepsTombstone || decision.markerForEmptyTxn, nowMs, input.deleteRetentionMs);
+  const horizonMs = keptCount === 0 ? -1 : deleteHorizonFor(spec.deleteHorizonMs, keepsTombstone || decision.markerForEmptyTxn, nowMs, input.deleteRetentionMs);
   if (horizonMs >= 0 && (stats.pendingDeleteHorizonMs < 0 || horizonMs < stats.pendingDeleteHorizonMs)) stats.pendingDeleteHorizonMs = horizonMs;
-  if (removed === 0 && horizonMs === spec.deleteHorizonMs && kept.length === header.recordsCount) {
+  if (removed === 0 && horizonMs === spec.deleteHorizonMs && keptCount === header.recordsCount) {
     return bytes.slice(at, at + size);
   }
-  return buildBatch({ ...spec, deleteHorizonMs: horizonMs }, kept);
+  return buildBatchFromScan({ ...spec, deleteHorizonMs: horizonMs }, scan, reuse.kept, keptCount);
 }
