@@ -97,7 +97,7 @@ export class CleanerThreadPool {
     return this.threads.reduce((n, t) => n + (t?.started ?? 0), 0);
   }
 
-  /** Terminates every thread; passes must have ended (the service waits for them first). */
+  /** Stops the passes still running (between two batches), waits for them, then terminates every thread. */
   async close(): Promise<void> {
     if (this.limitTimer !== undefined) clearInterval(this.limitTimer);
     this.limitTimer = undefined;
@@ -142,6 +142,8 @@ class CleanerThread {
   private worker: Worker | undefined;
   private readonly stopFlag = new Int32Array(new SharedArrayBuffer(4));
   private pass: RunningPass | undefined;
+  /** Settles when the running pass has ended, whichever way. */
+  private passEnded: Promise<void> = Promise.resolve();
   private nextPassId = 1;
   /** Workers started by this slot (a dead one is replaced at the next pass). */
   started = 0;
@@ -185,22 +187,30 @@ class CleanerThread {
       this.pass = { passId: message.passId, request, resolve, reject, serving: undefined, failure: undefined };
     });
     this.post(message);
-    return done.finally(() => {
+    const ended = done.finally(() => {
       stop.removeEventListener("abort", onStop);
       this.pass = undefined;
       this.worker?.unref();
     });
+    this.passEnded = ended.then(
+      () => undefined,
+      () => undefined,
+    );
+    return ended;
   }
 
   terminateIfIdle(): void {
     if (this.pass === undefined) void this.terminate();
   }
 
+  /** Stops the running pass, if any, and waits for it to end (it ends between two batches); then ends the thread. */
   async terminate(): Promise<void> {
+    if (this.worker === undefined) return;
+    this.raiseStop();
+    await this.passEnded;
     const worker = this.worker;
     this.worker = undefined;
     if (worker === undefined) return;
-    this.raiseStop();
     const closed = new Promise<void>((resolve) => worker.addEventListener("close", () => resolve(), { once: true }));
     worker.terminate();
     await closed;
@@ -223,7 +233,7 @@ class CleanerThread {
     worker.addEventListener("message", (event: MessageEvent<FromThreadMessage>) => this.onMessage(worker, event.data));
     worker.addEventListener("error", (event: ErrorEvent) => {
       // An uncaught error ends the thread (its close follows); its message is the useful part.
-      this.died(worker, `an uncaught error: ${event.message}`);
+      this.died(worker, `an uncaught error: ${errorMessageOf(event)}`);
       worker.terminate();
     });
     worker.addEventListener("close", (event: Event) => {
@@ -321,4 +331,15 @@ async function removeCleanedFiles(fs: Fs, dir: string): Promise<void> {
   for (const name of await fs.readdir(dir)) {
     if (name.endsWith(CLEANED_SUFFIX)) await fs.unlink(join(dir, name)).catch(() => undefined);
   }
+}
+
+/**
+ * What an uncaught error in the thread said. Bun's ErrorEvent message is the error as printed (source
+ * lines, then `error: <message>`, then the stack): the message line alone is what a log line needs.
+ */
+function errorMessageOf(event: ErrorEvent): string {
+  if (event.error instanceof Error) return event.error.message;
+  const text = String(event.message);
+  const printed = /(?:^|\n)(?:[\w.]*error|Error): ([^\n]*)/i.exec(text);
+  return printed?.[1] ?? text.split("\n")[0] ?? text;
 }
