@@ -283,11 +283,14 @@ describe("log cleaner passes on threads", () => {
     const dir = join(b.dataDir, "stopped-0");
     const checkpointBefore = partition.log.cleanerCheckpoint;
     const sizeBefore = partition.log.sizeBytes;
+    const startedAt = performance.now();
     const round = cleaner.runRound();
     // Mapping 3 MB at 1 MB/s, then the cleaning step writes its first .cleaned file: the pass is mid-way,
     // with about as long again to go.
     await waitUntil(() => cleanedFilesIn(dir).length > 0, "the pass to start writing a cleaned segment", 30_000);
     const stopAt = performance.now();
+    // The thread kept to log.cleaner.io.max.bytes.per.second (3 MB at 1 MB/s; the first batches' worth early).
+    expect(stopAt - startedAt).toBeGreaterThan(2500);
     await cleaner.stop();
     const stopMs = performance.now() - stopAt;
     await round;
@@ -318,6 +321,8 @@ describe("log cleaner passes on threads", () => {
     expect(deleted.responses[0].errorCode).toBe(0);
     await round;
     expect(performance.now() - deleteAt).toBeLessThan(1500);
+    // Stopped, not failed (a pass going on would fail at its next swap, the log being closed).
+    expect(cleaner.statsOf("doomed", 0)!.lastError).toBeUndefined();
     expect(log.matching(/^error /)).toEqual([]);
     expect(existsSync(dir)).toBe(false);
   }, 60_000);
@@ -394,8 +399,8 @@ describe("log cleaner passes on threads", () => {
     const dir = join(b.dataDir, "killed-0");
     const sizeBefore = partition.log.sizeBytes;
     const round = cleaner.runRound();
-    // The first group swapped in (the log shrank), the others not yet: kill the thread.
-    await waitUntil(() => partition.log.sizeBytes < sizeBefore, "the pass's first swap", 30_000);
+    // A group swapped in (the log shrank) and the next one being written: kill the thread.
+    await waitUntil(() => partition.log.sizeBytes < sizeBefore && cleanedFilesIn(dir).length > 0, "the pass's first swap, then the next group", 30_000);
     pool.killThread(0);
     await round;
     expect(cleaner.statsOf("killed", 0)!.lastError).toMatch(/^the log cleaner thread died during the pass over .*killed-0 \(it exited with code \d+\)/);

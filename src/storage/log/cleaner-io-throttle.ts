@@ -34,9 +34,12 @@ export class SharedIoThrottle {
     this.slots = new BigInt64Array(buffer);
   }
 
-  /** The bound in bytes per second; anything not finite and positive (Apache's default, 1.8e308) is none. */
+  /**
+   * The bound in bytes per second. Below 1, not a number, or past 2^53 (Apache's default is 1.8e308, which
+   * would not even fit the slot) is none.
+   */
   setLimit(bytesPerSecond: number): void {
-    const limit = Number.isFinite(bytesPerSecond) && bytesPerSecond >= 1 ? BigInt(Math.floor(bytesPerSecond)) : 0n;
+    const limit = bytesPerSecond >= 1 && bytesPerSecond <= Number.MAX_SAFE_INTEGER ? BigInt(Math.floor(bytesPerSecond)) : 0n;
     Atomics.store(this.slots, LIMIT, limit);
   }
 
