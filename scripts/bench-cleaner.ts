@@ -1022,7 +1022,7 @@ async function main(): Promise<number> {
     "durability: bunka fsyncs acks=all produce before answering and fsyncs each cleaned segment and its manifest before swapping it in; " +
       "Apache Kafka with its default flush settings does not fsync on the produce path (it relies on replication, here one replica), and its cleaner flushes each cleaned segment before swapping it in",
     "2 cores for everything: the load tool runs on the same machine. In (a) and (b) nothing else of the benchmark runs while the cleaner works (the other broker idles); " +
-      "in (c) the broker's request handling, its cleaner and the Java producer share the two cores: Apache's cleaner is a thread of its own, bunka's runs on the event loop between requests",
+      "in (c) the broker's request handling, its cleaner and the Java producer share the two cores: Apache's cleaner is a thread of its own, and so is bunka's (nice 10 on Linux; its segment swaps run on the event loop)",
     `warm-up: before the rounds each broker ran (a), (b) and (c) once, untimed, with ${fmtNum(opts.warmupMb)} MiB data sets ` +
       `(segment.bytes ${fmtNum(Math.max(1, Math.min(opts.segmentMb, Math.floor(opts.warmupMb / 8))))} MiB), so that both JITs are warm; ` +
       "rounds alternate which broker goes first; a median row's ratio is the median of the rounds' ratios",
