@@ -128,6 +128,11 @@ export class EtcdClient {
     if (!(this.requestTimeoutMs > 0)) throw new ConfigError(`etcd request timeout must be positive, got ${this.requestTimeoutMs} ms`);
   }
 
+  /** The endpoint the next request goes to first: the one that answered last. */
+  get activeEndpoint(): string {
+    return this.endpoints[this.preferred]!;
+  }
+
   get closed(): boolean {
     return this.closing.signal.aborted;
   }
