@@ -413,6 +413,7 @@ describe("log cleaner passes on threads", () => {
     settings.ioMaxBytesPerSecond = Number.MAX_VALUE;
     expect(await cleaner.runRound()).toBe(1);
     expect(pool.threadsStarted).toBe(2);
+    expect(log.matching(/^info log cleaner thread started \{"thread":0,"replacing":"a thread that died \(it exited with code \d+\)"\}/)).toHaveLength(1);
     expect(cleaner.statsOf("killed", 0)!.lastError).toBeUndefined();
     expect(partition.log.cleanerCheckpoint.firstDirtyOffset).toBe(partition.log.activeSegmentBaseOffset);
     const after = await latestValues(partition);

@@ -147,6 +147,8 @@ class CleanerThread {
   private nextPassId = 1;
   /** Workers started by this slot (a dead one is replaced at the next pass). */
   started = 0;
+  /** How the previous worker died, until its replacement says so. */
+  private death: string | undefined;
 
   constructor(
     private readonly workerUrl: string,
@@ -243,7 +245,8 @@ class CleanerThread {
     worker.unref();
     const init: ToThreadMessage = { kind: "init", stop: this.stopFlag.buffer as SharedArrayBuffer, throttle: this.throttle.buffer };
     worker.postMessage(init);
-    this.log.info("log cleaner thread started", { thread: this.index, ...(this.started > 1 ? { replacing: "a thread that died" } : {}) });
+    this.log.info("log cleaner thread started", { thread: this.index, ...(this.death === undefined ? {} : { replacing: `a thread that died (${this.death})` }) });
+    this.death = undefined;
     return worker;
   }
 
@@ -311,6 +314,7 @@ class CleanerThread {
   private died(worker: Worker, how: string): void {
     if (worker !== this.worker) return;
     this.worker = undefined;
+    this.death = how;
     const pass = this.pass;
     if (pass === undefined) return;
     const dir = pass.request.log.dir;
