@@ -244,6 +244,18 @@ describe("etcd client against a real etcd", () => {
     await watch.close();
   });
 
+  test("a watch that hears nothing for its idle time replaces its stream, losing nothing", async () => {
+    const p = prefix();
+    const seen = recorder();
+    const watch = new EtcdWatch(client, { key: p, prefix: true }, { onEvents: (events) => void seen.events.push(...events), onCompacted: async () => 0n }, { idleReconnectMs: 150 });
+    opened.push(watch);
+    await waitUntil(() => watch.streams >= 3, "two idle reconnects");
+    await client.put(`${p}a`, "1");
+    await waitUntil(() => seen.events.length === 1, "the event after them");
+    expect(seen.seen()).toEqual([`put ${p}a 1`]);
+    await watch.close();
+  });
+
   test("a watch from a compacted revision reports the compaction and goes on from what the caller re-read", async () => {
     const p = prefix();
     const first = await client.put(`${p}a`, "1");
@@ -251,15 +263,16 @@ describe("etcd client against a real etcd", () => {
     const last = await client.put(`${p}a`, "3");
     await client.compact(last.header.revision);
     const seen = recorder();
+    const rereads: string[][] = [];
     const watch = new EtcdWatch(
       client,
       { key: p, prefix: true, startRevision: first.header.revision },
       {
         onEvents: (events) => void seen.events.push(...events),
         onCompacted: async (compactRevision) => {
-          seen.compactions.push(compactRevision);
           const reread = await client.range(p, { prefix: true });
-          expect(reread.kvs.map((kv) => kv.value)).toEqual(["3"]);
+          rereads.push(reread.kvs.map((kv) => kv.value));
+          seen.compactions.push(compactRevision);
           return reread.header.revision + 1n;
         },
       },
@@ -267,6 +280,7 @@ describe("etcd client against a real etcd", () => {
     opened.push(watch);
     await waitUntil(() => seen.compactions.length === 1, "the compaction reported");
     expect(seen.compactions).toEqual([last.header.revision]);
+    expect(rereads).toEqual([["3"]]);
     await client.put(`${p}a`, "4");
     await waitUntil(() => seen.events.length === 1, "the event after the re-read");
     expect(seen.seen()).toEqual([`put ${p}a 4`]);
@@ -286,8 +300,10 @@ describe("etcd client against a real etcd", () => {
       {
         onEvents: (events) => void seen.events.push(...events),
         onCompacted: async (compactRevision) => {
+          const reread = await viaProxy.range(p, { prefix: true });
+          // Counted once the re-read is done, so that the test's next write comes after it.
           seen.compactions.push(compactRevision);
-          return (await viaProxy.range(p, { prefix: true })).header.revision + 1n;
+          return reread.header.revision + 1n;
         },
       },
     );

@@ -43,7 +43,15 @@ export interface WatchOptions {
   backoffMaxMs?: number;
 }
 
-type StreamEnd = { kind: "ended"; reason: string } | { kind: "compacted"; compactRevision: bigint };
+/**
+ * How a stream ended: it broke or was closed (`ended`), etcd refused or canceled the watch for a reason
+ * other than compaction (`canceled`: backed off like a failure, however healthy the stream looked), or
+ * the revision it needed was compacted away.
+ */
+type StreamEnd = { kind: "ended"; reason: string; idle?: boolean } | { kind: "canceled"; reason: string } | { kind: "compacted"; compactRevision: bigint };
+
+/** A stream that lived this long was healthy: the reconnect after it starts the back-off again. */
+const WATCH_HEALTHY_STREAM_MS = 1_000;
 
 export class EtcdWatch {
   /** The first revision not yet delivered; undefined until the first stream says where "now" is. */
@@ -92,6 +100,7 @@ export class EtcdWatch {
     let backoffMs = backoffMinMs;
     while (!this.stopped) {
       let end: StreamEnd;
+      const startedMs = performance.now();
       try {
         end = await this.stream();
       } catch (error) {
@@ -100,7 +109,7 @@ export class EtcdWatch {
       const wasConnected = this.connectedFlag;
       if (wasConnected) {
         this.connectedFlag = false;
-        this.handlers.onState?.("disconnected", end.kind === "ended" ? end.reason : `compacted at ${end.compactRevision}`);
+        this.handlers.onState?.("disconnected", end.kind === "compacted" ? `compacted at ${end.compactRevision}` : end.reason);
       }
       if (this.stopped) break;
       if (end.kind === "compacted") {
@@ -111,11 +120,14 @@ export class EtcdWatch {
         } catch (error) {
           this.options.log?.warn("etcd watch: re-reading after a compaction failed; trying again", { key: this.request.key, error: String(error) });
         }
+      } else if (end.kind === "canceled") {
+        this.options.log?.warn("etcd watch: etcd canceled the watch; trying again", { key: this.request.key, reason: end.reason });
       } else {
         this.options.log?.debug("etcd watch: stream ended; reconnecting", { key: this.request.key, reason: end.reason });
-        // A stream that etcd had accepted was healthy: the next one starts the back-off again, and a
-        // stream closed for being idle is replaced at once.
-        if (wasConnected) backoffMs = end.reason === "idle" ? 0 : backoffMinMs;
+        // A stream closed for being idle is replaced at once; one that etcd had accepted and that lived a
+        // while was healthy, so the back-off starts again (one that keeps breaking at once backs off).
+        if (end.idle) backoffMs = 0;
+        else if (wasConnected && performance.now() - startedMs >= WATCH_HEALTHY_STREAM_MS) backoffMs = backoffMinMs;
       }
       await this.pause(backoffMs);
       backoffMs = Math.min(Math.max(backoffMs * 2, backoffMinMs), backoffMaxMs);
@@ -174,7 +186,7 @@ export class EtcdWatch {
       }
       return { kind: "ended", reason: "the stream ended" };
     } catch (error) {
-      if (idle) return { kind: "ended", reason: "idle" };
+      if (idle) return { kind: "ended", reason: `nothing heard for ${idleMs} ms`, idle: true };
       throw error;
     } finally {
       clearTimeout(idleTimer);
@@ -195,7 +207,7 @@ export class EtcdWatch {
     const response = decodeWatchResponse(message.result);
     if (response.canceled) {
       if (response.compactRevision > 0n) return { kind: "compacted", compactRevision: response.compactRevision };
-      return { kind: "ended", reason: `etcd canceled the watch: ${response.cancelReason || "no reason given"}` };
+      return { kind: "canceled", reason: `etcd canceled the watch: ${response.cancelReason || "no reason given"}` };
     }
     if (response.created && !created) {
       // A watch from "now": what comes next is after the revision the store was at.
