@@ -135,8 +135,8 @@ export class LeaseKeeper {
     }
   }
 
-  /** One round: a keep-alive, or a fresh lease when the last one is gone. Exposed for tests. */
-  async renew(): Promise<void> {
+  /** One round: a keep-alive, or a fresh lease when the last one is gone. */
+  private async renew(): Promise<void> {
     const state = this.validity.state;
     if (state.kind !== "held") {
       await this.acquire().catch((error: unknown) => this.acquireFailed(error));

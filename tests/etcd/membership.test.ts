@@ -2,7 +2,8 @@
  * Membership against a real etcd: a broker registers under its lease and is listed and watched; a second
  * process with the same broker id is refused while the first lives; when keep-alives stop, the keeper
  * declares the lease lost by its own clock before etcd expires it, etcd then removes the registration,
- * and once etcd is reachable again the broker registers under a fresh lease.
+ * and once etcd is reachable again the broker registers under a fresh lease; an etcd restarted quickly
+ * costs the broker neither its lease nor its registration.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { BrokerDirectory, DuplicateBrokerIdError, brokerMembership, listBrokers, registerBroker, type RegisteredBroker } from "../../src/cluster/broker-registry.ts";
@@ -139,6 +140,32 @@ describe("membership in etcd", () => {
     expect(views).toEqual([[], [1], [1, 2], [2]]);
     await directory.close();
   });
+
+  test(
+    "etcd restarted quickly: the broker keeps its lease and its registration, and is never lost",
+    async () => {
+      const cluster = clusterId();
+      const leases = new SwitchableLeases(client);
+      const keeper = keeperFor(cluster, 8, { ttlSeconds: 6, leases });
+      const events: string[] = [];
+      keeper.on("lost", () => events.push("lost"));
+      await keeper.start();
+      const leaseId = keeper.leaseId!;
+      const before = (await listBrokers(client, cluster)).brokers[0]!;
+      await etcd.restart();
+      // Keep-alives go through again under the same lease.
+      const restartedAtMs = systemClock.monotonicMs();
+      await waitUntil(() => leases.lastConfirmedSentAtMs > restartedAtMs, "a keep-alive confirmed after the restart", 10_000);
+      expect(keeper.isValid(systemClock.monotonicMs())).toBe(true);
+      expect(keeper.leaseId).toBe(leaseId);
+      expect(events).toEqual([]);
+      const after = (await listBrokers(client, cluster)).brokers[0]!;
+      expect(after.leaseId).toBe(leaseId);
+      expect(after.registeredRevision).toBe(before.registeredRevision);
+      await keeper.stop();
+    },
+    30_000,
+  );
 
   test(
     "keep-alives stop: lost by the broker's own clock before etcd expires the lease; a fresh lease once etcd is back",

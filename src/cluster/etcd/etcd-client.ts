@@ -15,6 +15,7 @@
 import { ConfigError, DecodeError } from "../../errors/errors.ts";
 import {
   decodeDelete,
+  decodeHeader,
   decodeGatewayError,
   decodeLeaseGrant,
   decodeLeaseKeepAlive,
@@ -166,7 +167,8 @@ export class EtcdClient {
 
   /** Compacts the key-value history up to `revision` (tests, operators: etcd compacts by itself too). */
   async compact(revision: bigint, call?: CallOptions): Promise<ResponseHeader> {
-    return decodeRange(await this.unary("compact", "/v3/kv/compaction", { revision: int64ToJson(revision) }, "safe", call)).header;
+    const answer = (await this.unary("compact", "/v3/kv/compaction", { revision: int64ToJson(revision) }, "safe", call)) as { header?: unknown } | null;
+    return decodeHeader(answer?.header);
   }
 
   /** A lease granted but never used expires by itself, so a repeated grant only leaks a lease for one TTL. */
