@@ -179,8 +179,11 @@ export class EtcdWatch {
           const line = pending.slice(0, newline).trim();
           pending = pending.slice(newline + 1);
           if (line === "") continue;
+          // A slow handler is not an idle stream: the idle clock stops while the caller works.
+          clearTimeout(idleTimer);
           const end = await this.message(line, created);
           if (end !== undefined) return end;
+          armIdle();
           created = true;
         }
       }
