@@ -122,9 +122,10 @@ class BatchWalker {
   position = 0;
 
   /**
-   * @param verify check every batch (CRC included). The cleaning step verifies what it copies; the mapping
-   * step does not need to, since every segment it maps is cleaned (and so verified) in the same pass
-   * before anything is swapped in.
+   * @param verify check every batch (CRC included). Each batch a pass reads is verified once, before any
+   * group is swapped in on the strength of it: the mapping step verifies the dirty segments (the map it
+   * builds decides what every group keeps, and the first group is swapped before the last is read
+   * again), the cleaning step the segments the mapping did not read whole.
    */
   constructor(
     private readonly log: CleanableLog,
@@ -168,11 +169,13 @@ class BatchWalker {
 
 /**
  * What a pass reuses from batch to batch: the records of the batch at hand, walked without an object per
- * record (record-scan.ts), and the indexes of those it keeps. Every use of it is synchronous, from the
+ * record (record-scan.ts), the indexes of those it keeps, and which segments it has verified. Every use of it is synchronous, from the
  * scan to the rebuilt batch, so passes interleaved on one thread cannot disturb each other's.
  */
 class PassScratch {
   readonly scan = new RecordScan();
+  /** Base offsets of the segments the mapping step read whole, and so verified (see BatchWalker). */
+  readonly verifiedSegments = new Set<number>();
   kept = new Int32Array(256);
   /** A fact object reused for retainRecord, one record at a time. */
   readonly record: { offset: number; key: Uint8Array | null; hasValue: boolean } = { offset: 0, key: null, hasValue: false };
@@ -204,7 +207,7 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
     .cleanableSegments()
     .filter((s) => s.endOffset > range.firstDirtyOffset && s.baseOffset < range.firstUncleanableOffset);
   for (const segment of dirty) {
-    const walker = new BatchWalker(log, segment, false);
+    const walker = new BatchWalker(log, segment, true);
     for (;;) {
       if (input.shouldStop()) return false;
       const batch = await walker.next();
@@ -228,6 +231,7 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
       }
       if (lastOffset >= range.firstDirtyOffset) map.updateLatestOffset(lastOffset);
     }
+    reuse.verifiedSegments.add(segment.baseOffset);
   }
   return false;
 }
@@ -344,7 +348,7 @@ export async function cleanLog(input: CleanPassInput): Promise<CleanPassStats> {
     const writer = new CleanedWriter(handle);
     try {
       for (const segment of group) {
-        const walker = new BatchWalker(log, segment, true);
+        const walker = new BatchWalker(log, segment, !reuse.verifiedSegments.has(segment.baseOffset));
         for (;;) {
           if (input.shouldStop()) {
             stats.stopped = true;

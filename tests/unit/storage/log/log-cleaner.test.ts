@@ -397,6 +397,29 @@ describe("a damaged batch stops the pass", () => {
   });
 });
 
+describe("a damaged batch in a later group", () => {
+  test("is found while mapping, before any group is swapped in: no segment is replaced by a pass whose map read it", async () => {
+    const h = harness();
+    const p = await h.open();
+    // Several segments, each its own group (segment.bytes 400): the damaged batch is in the last one.
+    for (let round = 0; round < 4; round++) {
+      for (let k = 0; k < 3; k++) await append(p, [{ key: `k${k}`, value: `value-${round}` }]);
+      await roll(p);
+    }
+    const segments = p.log.segmentBaseOffsets;
+    expect(segments.length).toBeGreaterThan(3);
+    const lastInactive = segments[segments.length - 2]!;
+    const file = `${DIR}/${String(lastInactive).padStart(20, "0")}.log`;
+    // The last byte of the segment's first batch (its first record's value).
+    const first = (await readAll(p.log)).find((b) => b.baseOffset === lastInactive)!;
+    await patchFile(h.fs, file, first.bytes.length - 2, new Uint8Array([0xff]));
+    await expect(clean(h, p)).rejects.toThrow(CorruptStateError);
+    expect(p.log.segmentBaseOffsets).toEqual(segments);
+    expect(h.fs.log.some((entry) => entry.includes(".cleaned") && entry.startsWith("rename"))).toBe(false);
+    await p.close();
+  });
+});
+
 describe("compaction survives a kill at every step", () => {
   test("a restart after a crash at any operation of a pass sees the old segments or the new ones, never a mix", async () => {
     /** Builds the same log each time; returns the partition and its contents before cleaning. */
