@@ -6,10 +6,12 @@
  *
  *   bun scripts/bench-codecs.ts [--rounds N] [--bytes N]
  *
- * Prints, per codec, the compressed size and the median MB/s (of uncompressed bytes) over the rounds.
+ * Prints, per codec, the compressed size and the median MB/s (of uncompressed bytes) over the rounds; lz4
+ * twice, on its WebAssembly kernels (`lz4`, what the broker runs) and on their TypeScript twins (`lz4-ts`).
  */
 import { compress, decompress } from "../src/protocol/records/compression.ts";
 import { CompressionCodec } from "../src/protocol/records/record-batch.ts";
+import { useLz4Kernels } from "../src/protocol/records/lz4.ts";
 
 function option(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -79,7 +81,17 @@ function median(values: number[]): number {
 const data = realisticRecords(totalBytes);
 const mb = data.length / 1e6;
 console.log(`${data.length} bytes of records, ${rounds} rounds, median MB/s of uncompressed bytes`);
-for (const name of ["gzip", "snappy", "lz4", "zstd"] as const) {
+// lz4 twice: its WebAssembly kernels (what the broker runs), then its TypeScript twins (the fallback).
+const runs = [
+  { name: "gzip", label: "gzip" },
+  { name: "snappy", label: "snappy" },
+  { name: "lz4", label: "lz4" },
+  { name: "lz4", label: "lz4-ts", portable: true },
+  { name: "zstd", label: "zstd" },
+] as const;
+for (const run of runs) {
+  const { name } = run;
+  useLz4Kernels(!("portable" in run));
   const codec = CompressionCodec[name];
   let compressed = compress(codec, data);
   // Warm-up, so the JIT has compiled the codecs written in TypeScript before they are timed.
@@ -96,7 +108,7 @@ for (const name of ["gzip", "snappy", "lz4", "zstd"] as const) {
     if (back.length !== data.length) throw new Error(`${name} round trip lost bytes`);
   }
   console.log(
-    `${name.padEnd(7)} ${String(compressed.length).padStart(8)} bytes (${((compressed.length / data.length) * 100).toFixed(1)}%)` +
+    `${run.label.padEnd(7)} ${String(compressed.length).padStart(8)} bytes (${((compressed.length / data.length) * 100).toFixed(1)}%)` +
       `  compress ${median(compressRates).toFixed(0).padStart(5)} MB/s  decompress ${median(decompressRates).toFixed(0).padStart(5)} MB/s`,
   );
 }
