@@ -11,10 +11,10 @@
  * tests/unit/protocol/records/record-scan.test.ts compares them.
  */
 import { DecodeError } from "../../errors/errors.ts";
-import { TIMESTAMP_TYPE_BIT, COMPRESSION_CODEC_MASK, type BatchHeader, parseBatchHeader } from "./record-batch.ts";
+import { BATCH_HEADER_BYTES, TIMESTAMP_TYPE_BIT, COMPRESSION_CODEC_MASK, type BatchHeader, parseBatchHeader } from "./record-batch.ts";
 import {
   DECOMPRESSED_RECORDS_MAX_BYTES,
-  finishBatch,
+  finishBatchInFrame,
   putVarint,
   putVarlong,
   recordsSectionOf,
@@ -148,17 +148,18 @@ export function buildBatchFromScan(spec: BatchSpec, scan: RecordScan, kept: Int3
     const size = 1 + varlongSize(timestamps[i]! - baseTimestampMs) + (ends[i]! - tailStarts[i]!);
     bodyBytes += varintSize(size) + size;
   }
-  const body = new Uint8Array(bodyBytes);
-  let at = 0;
+  // The records go straight after the header's room, so that an uncompressed batch needs no second copy.
+  const frame = new Uint8Array(BATCH_HEADER_BYTES + bodyBytes);
+  let at = BATCH_HEADER_BYTES;
   for (let k = 0; k < keptCount; k++) {
     const i = kept[k]!;
     const delta = timestamps[i]! - baseTimestampMs;
     const tail = ends[i]! - tailStarts[i]!;
-    at = putVarint(body, at, 1 + varlongSize(delta) + tail);
-    body[at++] = attributes[i]!;
-    at = putVarlong(body, at, delta);
-    body.set(section.subarray(tailStarts[i]!, ends[i]!), at);
+    at = putVarint(frame, at, 1 + varlongSize(delta) + tail);
+    frame[at++] = attributes[i]!;
+    at = putVarlong(frame, at, delta);
+    frame.set(section.subarray(tailStarts[i]!, ends[i]!), at);
     at += tail;
   }
-  return finishBatch(spec, baseTimestampMs, maxTimestampMs, keptCount, body);
+  return finishBatchInFrame(spec, baseTimestampMs, maxTimestampMs, keptCount, frame);
 }

@@ -262,11 +262,29 @@ export function buildBatch(spec: BatchSpec, records: readonly KafkaRecord[]): Ui
  * delete horizon already cleared).
  */
 export function finishBatch(spec: BatchSpec, baseTimestampMs: number, maxTimestampMs: number, count: number, body: Uint8Array): Uint8Array {
-  const codec = spec.attributes & COMPRESSION_CODEC_MASK;
-  const section = compress(codec, body);
+  const section = compress(spec.attributes & COMPRESSION_CODEC_MASK, body);
+  const bytes = new Uint8Array(BATCH_HEADER_BYTES + section.length);
+  bytes.set(section, BATCH_HEADER_BYTES);
+  writeHeaderAndCrc(bytes, spec, baseTimestampMs, maxTimestampMs, count);
+  return bytes;
+}
 
-  const sizeBytes = BATCH_HEADER_BYTES + section.length;
-  const bytes = new Uint8Array(sizeBytes);
+/**
+ * finishBatch for a `frame` whose uncompressed records section already sits after BATCH_HEADER_BYTES of
+ * room: an uncompressed batch is finished in place, saving a copy of its records; a compressed one is
+ * compressed into a new array as finishBatch does.
+ */
+export function finishBatchInFrame(spec: BatchSpec, baseTimestampMs: number, maxTimestampMs: number, count: number, frame: Uint8Array): Uint8Array {
+  if ((spec.attributes & COMPRESSION_CODEC_MASK) !== 0) {
+    return finishBatch(spec, baseTimestampMs, maxTimestampMs, count, frame.subarray(BATCH_HEADER_BYTES));
+  }
+  writeHeaderAndCrc(frame, spec, baseTimestampMs, maxTimestampMs, count);
+  return frame;
+}
+
+/** Writes the batch header of `spec` into `bytes[0, BATCH_HEADER_BYTES)` and the CRC over what follows. */
+function writeHeaderAndCrc(bytes: Uint8Array, spec: BatchSpec, baseTimestampMs: number, maxTimestampMs: number, count: number): void {
+  const sizeBytes = bytes.length;
   writeInt64(bytes, BASE_OFFSET_AT, spec.baseOffset);
   writeInt32(bytes, BATCH_LENGTH_AT, sizeBytes - LOG_OVERHEAD_BYTES);
   writeInt32(bytes, PARTITION_LEADER_EPOCH_AT, spec.partitionLeaderEpoch);
@@ -280,9 +298,7 @@ export function finishBatch(spec: BatchSpec, baseTimestampMs: number, maxTimesta
   writeInt16(bytes, PRODUCER_EPOCH_AT, spec.producerEpoch);
   writeInt32(bytes, BASE_SEQUENCE_AT, spec.baseSequence);
   writeInt32(bytes, RECORDS_COUNT_AT, count);
-  bytes.set(section, BATCH_HEADER_BYTES);
   writeInt32(bytes, CRC_AT, crc32c(bytes, ATTRIBUTES_AT, sizeBytes));
-  return bytes;
 }
 
 export function varintSize(value: number): number {

@@ -67,7 +67,10 @@ export interface CleanableLog {
   readonly cleanerCheckpoint: CleanerCheckpoint;
   /** The inactive segments, oldest first; the pass's range lies within them and they do not change under it. */
   cleanableSegments(): CleanableSegment[];
-  /** Up to `length` bytes at `position` of the inactive segment based at `baseOffset`. */
+  /**
+   * Up to `length` bytes at `position` of the inactive segment based at `baseOffset`, in a fresh array the
+   * pass may keep (it writes views of it).
+   */
   readSegmentBytes(baseOffset: number, position: number, length: number): Promise<Uint8Array>;
   saveCleanerCheckpoint(checkpoint: CleanerCheckpoint): Promise<void>;
   /**
@@ -483,7 +486,9 @@ function cleanBatch(
   const horizonMs = keptCount === 0 ? -1 : deleteHorizonFor(spec.deleteHorizonMs, keepsTombstone || decision.markerForEmptyTxn, nowMs, input.deleteRetentionMs);
   if (horizonMs >= 0 && (stats.pendingDeleteHorizonMs < 0 || horizonMs < stats.pendingDeleteHorizonMs)) stats.pendingDeleteHorizonMs = horizonMs;
   if (removed === 0 && horizonMs === spec.deleteHorizonMs && keptCount === header.recordsCount) {
-    return bytes.slice(at, at + size);
+    // A view, not a copy: readSegmentBytes hands out a fresh array per read (CleanableLog), which the
+    // writer may hold until it flushes.
+    return bytes.subarray(at, at + size);
   }
   return buildBatchFromScan({ ...spec, deleteHorizonMs: horizonMs }, scan, reuse.kept, keptCount);
 }
