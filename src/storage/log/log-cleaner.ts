@@ -171,9 +171,9 @@ class BatchWalker {
 }
 
 /**
- * What a pass reuses from batch to batch: the records of the batch at hand, walked without an object per
- * record (record-scan.ts), the indexes of those it keeps, and which segments it has verified. Every use of it is synchronous, from the
- * scan to the rebuilt batch, so passes interleaved on one thread cannot disturb each other's.
+ * What a pass keeps from batch to batch: the records of the batch at hand, walked without an object per
+ * record (record-scan.ts), the indexes of those it keeps, and which segments it has verified. Each pass
+ * has its own, and each use of the scan is synchronous, from the scan to the rebuilt batch.
  */
 class PassScratch {
   readonly scan = new RecordScan();
