@@ -461,7 +461,7 @@ function cleanBatch(
   const { scan, record } = reuse;
   let keptCount = 0;
   let keepsTombstone = false;
-  if (decision.discardRecords || header.recordsCount === 0) {
+  if (decision.discardRecords || (header.isControl && header.recordsCount === 0)) {
     keptCount = 0;
   } else {
     scan.scan(bytes, at);
