@@ -155,18 +155,28 @@ export function lz4DecodeBlockPortable(src: Uint8Array, at: number, end: number,
 
 // ---- frame decoding -------------------------------------------------------------------------------
 
+/**
+ * A Uint8Array of `length` bytes whose contents are not zeroed first: for outputs the codec writes in full
+ * before anyone reads them (only `[0, length)` of an Output is ever handed out). Zeroing a fresh buffer
+ * of four times the input took an eighth of the log cleaner's lz4 pass.
+ */
+function unzeroed(length: number): Uint8Array {
+  const buffer = Buffer.allocUnsafeSlow(length);
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, length);
+}
+
 /** A growable output bounded by maxBytes. */
 class Output {
   bytes: Uint8Array;
   length = 0;
   constructor(initial: number, readonly maxBytes: number) {
-    this.bytes = new Uint8Array(Math.min(initial, maxBytes));
+    this.bytes = unzeroed(Math.min(initial, maxBytes));
   }
   /** Makes room for `extra` more bytes (the caller has bounded `extra` by maxBytes). */
   reserve(extra: number): void {
     const needed = this.length + extra;
     if (needed <= this.bytes.length) return;
-    const grown = new Uint8Array(Math.min(this.maxBytes, Math.max(needed, this.bytes.length * 2)));
+    const grown = unzeroed(Math.min(this.maxBytes, Math.max(needed, this.bytes.length * 2)));
     grown.set(this.bytes.subarray(0, this.length));
     this.bytes = grown;
   }
@@ -387,7 +397,7 @@ export function lz4CompressBlockPortable(src: Uint8Array, start: number, end: nu
 /** Compresses `data` into one LZ4 frame as Apache Kafka's Java client writes it. */
 export function lz4Compress(data: Uint8Array): Uint8Array {
   const blocks = Math.ceil(data.length / BLOCK_BYTES);
-  const out = new Uint8Array(7 + blocks * (4 + lz4MaxCompressedLength(BLOCK_BYTES)) + 4);
+  const out = unzeroed(7 + blocks * (4 + lz4MaxCompressedLength(BLOCK_BYTES)) + 4);
   writeUint32LE(out, 0, FRAME_MAGIC);
   out[4] = FLG_VERSION_1 | FLG_BLOCK_INDEPENDENCE;
   out[5] = BD_64KB;
