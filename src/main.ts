@@ -7,7 +7,9 @@
  * - start-up prints one line on stdout naming every bound address, for people and for scripts that start
  *   the broker with port 0;
  * - SIGTERM / SIGINT: stop accepting, answer in-flight requests, close the broker, exit 0; a second signal
- *   exits at once with 130;
+ *   exits at once with 130; in cluster mode the etcd lease is revoked last, which deregisters the broker;
+ * - cluster mode (--etcd) that cannot start (etcd unreachable, the broker id held by another live
+ *   process) prints one line and exits 2, before recovery when it can;
  * - a FatalError (a broken invariant, a failed fsync) anywhere is logged and exits 1: recovery runs at the
  *   next start, which is safer than going on with state we cannot trust.
  */
@@ -15,6 +17,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { createBroker } from "./broker/broker.ts";
 import type { BrokerConfig } from "./broker/config.ts";
+import { ClusterMember } from "./cluster/cluster-member.ts";
 import { runCli } from "./cli/run.ts";
 import { VERSION } from "./cli/help.ts";
 import { FatalError } from "./errors/errors.ts";
@@ -29,6 +32,9 @@ import { BrokerQueryPorts } from "./http/broker-ports.ts";
 import { timedFs } from "./http/fs-timing.ts";
 import { BrokerMetrics, meteredDispatch } from "./http/metrics.ts";
 import { type HttpServer, startHttpServer } from "./http/server.ts";
+import type { Fs } from "./platform/fs.ts";
+import type { Clock } from "./platform/clock.ts";
+import { loadOrCreateClusterMeta } from "./storage/cluster-meta.ts";
 
 /** Replaced by the configured logger once serve() has built it; until then fatal errors are logged as text. */
 let processLog: Logger = createLogger({ format: "text", level: "info" });
@@ -92,6 +98,16 @@ async function startBatchedSync(dataDir: string, log: Logger): Promise<WorkerSyn
   return undefined;
 }
 
+/**
+ * Cluster mode's first step: the cluster id from the data directory (the directory is the cluster), then
+ * etcd reached and this broker id found free. Before createBroker, so that a broker that cannot join
+ * says so at once rather than after recovering every partition.
+ */
+async function connectToCluster(config: BrokerConfig, endpoints: readonly string[], fs: Fs, clock: Clock, log: Logger): Promise<ClusterMember> {
+  const { clusterId } = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
+  return await ClusterMember.connect({ endpoints, clusterId, brokerId: config.brokerId, sessionTimeoutMs: config.brokerSessionTimeoutMs, clock, log });
+}
+
 async function serve(config: BrokerConfig): Promise<number> {
   reexecWithIoThreads();
   const log = createLogger({ format: config.logFormat, level: config.logLevel });
@@ -110,6 +126,16 @@ async function serve(config: BrokerConfig): Promise<number> {
           onBatch: (method, files) => metrics.onFsyncBatch(method, files),
         });
   const fs = timedFs(createNodeFs(batched), clock.monotonicMs, (kind, durationMs) => metrics.onFsync(kind, durationMs));
+  let member: ClusterMember | undefined;
+  if (config.etcdEndpoints !== undefined) {
+    try {
+      member = await connectToCluster(config, config.etcdEndpoints, fs, clock, log);
+    } catch (error) {
+      syncfs?.close();
+      throw error;
+    }
+  }
+  const clusterMember = member;
 
   // Test hook (tests/interop/transactions-java.test.ts): die by SIGKILL once an EndTxn decision is durable,
   // before its markers, to test the recovery of a crash in that window. Read here only, never deeper.
@@ -142,6 +168,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     txnObserver: metrics,
     cleanerThreads: true,
     ...(crashAfterPrepare || holdAfterAnswer ? { txn: txnHooks } : {}),
+    ...(clusterMember === undefined ? {} : { liveBrokers: () => clusterMember.liveBrokers() }),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {
       if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });
@@ -171,7 +198,14 @@ async function serve(config: BrokerConfig): Promise<number> {
 
   // The HTTP side-port: health, readiness, metrics and read-only introspection. Write routes exist only
   // with an admin token, which comes from the environment alone (never a flag: flags show in `ps`).
-  const queryPorts = new BrokerQueryPorts({ broker, metrics, version: VERSION, nowMs: clock.nowMs, startedAtMs });
+  const queryPorts = new BrokerQueryPorts({
+    broker,
+    metrics,
+    version: VERSION,
+    nowMs: clock.nowMs,
+    startedAtMs,
+    ...(clusterMember === undefined ? {} : { cluster: clusterMember }),
+  });
   queryPorts.setListener(kafka);
   const adminToken = process.env.BUNKA_ADMIN_TOKEN || undefined;
   const app = createHttpApp(queryPorts, {
@@ -184,32 +218,54 @@ async function serve(config: BrokerConfig): Promise<number> {
   } catch (error) {
     await kafka.close();
     await broker.close();
+    await clusterMember?.leave();
     throw error;
+  }
+  const httpAdvertisedHost = isWildcard(http.host) ? hostname() : http.host;
+  queryPorts.setHttpAddress(httpAdvertisedHost, http.port);
+
+  // Cluster mode's second step, now that both addresses are known: the lease, the registration under it,
+  // the directory of live brokers.
+  if (clusterMember !== undefined) {
+    try {
+      await clusterMember.join({
+        brokerId: config.brokerId,
+        kafka: { host: advertisedHost, port: advertisedPort },
+        http: { host: httpAdvertisedHost, port: http.port },
+        rack: null,
+      });
+    } catch (error) {
+      await kafka.close();
+      await http.close();
+      await broker.close();
+      await clusterMember.leave();
+      syncfs?.close();
+      throw error;
+    }
   }
 
   // The signal handlers exist before the start-up line announces the broker: a script that sends SIGTERM
   // as soon as it reads the line must get a clean shutdown, not the default action (death by signal).
   const stopped = new Promise<number>((resolve) => {
     let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.warn("second signal, exiting now", { signal });
-        process.exit(130);
-      }
+    const shutdown = (why: Record<string, unknown>, exitCode: number) => {
       stopping = true;
-      log.info("shutting down", { signal });
+      log.info("shutting down", why);
       // /ready turns 503 first, so that load balancers stop sending work while the rest shuts down.
       queryPorts.markStopping();
       (async () => {
         await kafka.close();
         await http.close();
         await broker.close();
+        // Last: everything the broker did under its lease is done and durable. The revocation removes
+        // the registration at once, so the other brokers drop this one now rather than after the TTL.
+        await clusterMember?.leave();
         // Only now: the broker's last writes still go through it.
         syncfs?.close();
       })().then(
         () => {
           log.info("stopped");
-          resolve(0);
+          resolve(exitCode);
         },
         (error: unknown) => {
           if (error instanceof FatalError) exitFatal(error);
@@ -218,14 +274,34 @@ async function serve(config: BrokerConfig): Promise<number> {
         },
       );
     };
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        log.warn("second signal, exiting now", { signal });
+        process.exit(130);
+      }
+      shutdown({ signal }, 0);
+    };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    // Another process registered this broker id while this one's lease had lapsed: it must not go on
+    // as that broker. Exit 2, as for the same conflict at start.
+    clusterMember?.onFailed((error) => {
+      if (stopping) return;
+      log.error("leaving the cluster: this broker id is taken", { error: error.message });
+      shutdown({ reason: "broker id taken" }, 2);
+    });
   });
 
+  const clusterStatus = clusterMember?.status();
+  const memberIds = clusterStatus?.members.map((m) => m.brokerId) ?? [];
+  const clusterPart = clusterStatus === undefined ? "" : ` mode=cluster etcd=${clusterStatus.endpoints.join(",")} members=${memberIds.join(",")}`;
   process.stdout.write(
-    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}\n`,
+    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}${clusterPart}\n`,
   );
   log.info("started", {
+    mode: clusterStatus === undefined ? "single" : "cluster",
+    ...(clusterStatus === undefined ? {} : { clusterId: broker.services.clusterId, etcd: clusterStatus.endpoints.join(","), members: memberIds }),
+    ...(memberIds.length > 1 ? { note: "more than one broker is live: ownership and routing across brokers are not built yet, so clients must use one broker" } : {}),
     version: VERSION,
     kafka: formatHostPort(kafka.host, kafka.port),
     http: formatHostPort(http.host, http.port),

@@ -5,7 +5,8 @@
  */
 import { FenceWatcher } from "../cluster/fence-watcher.ts";
 import { MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
-import { SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
+import { ClusterOwnership } from "../cluster/cluster-ownership.ts";
+import { type BrokerEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -87,6 +88,11 @@ export interface BrokerDeps {
   txn?: Partial<TxnCoordinatorOptions>;
   /** Told how many partitions are recovered at start-up, as they are. */
   onRecoveryProgress?: (done: number, total: number) => void;
+  /**
+   * Cluster mode: the live brokers from the directory in etcd, for Metadata and DescribeCluster
+   * (cluster/cluster-ownership.ts). Absent: single-broker mode.
+   */
+  liveBrokers?: () => readonly BrokerEndpoint[];
 }
 
 export interface Broker {
@@ -123,11 +129,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     : undefined;
   const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config), undefined, undefined, cleanerThreads);
   if (deps.cleaner !== false) cleaner.start();
-  const ownership = new SingleBrokerOwnership(
-    config.brokerId,
-    config.advertisedHost ?? config.listenHost,
-    config.advertisedPort ?? config.listenPort,
-  );
+  const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
+  const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers);
   const groups = await GroupCoordinator.open({
     fs,
     clock,

@@ -66,6 +66,16 @@ export interface BrokerConfig {
    * every file on its own.
    */
   fsyncMode: FsyncMode;
+  /**
+   * etcd.endpoints: the etcd cluster that cluster mode keeps its membership in (docs/architecture.md,
+   * "Ownership and cluster mode"), checked URLs without credentials. Undefined: single-broker mode, no etcd.
+   */
+  etcdEndpoints: readonly string[] | undefined;
+  /**
+   * broker.session.timeout.ms: the TTL of this broker's etcd lease, as Apache's setting of the same name
+   * bounds a broker's session with its controller. A whole number of seconds, since etcd's leases are.
+   */
+  brokerSessionTimeoutMs: number;
 }
 
 export const FSYNC_MODES = ["batched", "per-file"] as const;
@@ -99,5 +109,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     logFormat: "text",
     logLevel: "info",
     fsyncMode: "batched",
+    etcdEndpoints: undefined,
+    brokerSessionTimeoutMs: 9000,
   };
 }

@@ -17,6 +17,7 @@ import {
   dedupeBufferProblem,
 } from "../domain/cleaner-config.ts";
 import { BROKER_CONFIG_FOR_TOPIC_CONFIG, brokerTopicDefaultProblem, topicConfigProblems, type TopicConfigName } from "../domain/topic-config.ts";
+import { parseEndpoints } from "../cluster/etcd/etcd-client.ts";
 import { ConfigError } from "../errors/errors.ts";
 
 const INT32_MAX = 2147483647;
@@ -73,6 +74,26 @@ function parseChoice<T extends string>(value: string, origin: Origin, choices: r
 function parseNonEmpty(value: string, origin: Origin): string {
   if (value.trim() === "") throw new ConfigError(`${origin}: expected a value, got an empty string`);
   return value.trim();
+}
+
+/** A comma-separated list of etcd client URLs, checked as the etcd client checks them. */
+function parseEtcdEndpoints(value: string, origin: Origin): string[] {
+  try {
+    return parseEndpoints(value);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`${origin}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Milliseconds that are a whole number of seconds, at least one: etcd grants leases in seconds. */
+function parseWholeSecondsMs(value: string, origin: Origin): number {
+  const ms = parseInteger(value, origin, 1000, INT32_MAX);
+  if (ms % 1000 !== 0) {
+    const below = Math.floor(ms / 1000) * 1000;
+    throw new ConfigError(`${origin}: etcd leases last whole seconds, so ${ms} ms cannot be one (use ${below < 1000 ? 1000 : below} or ${below + 1000})`);
+  }
+  return ms;
 }
 
 const HOSTNAME = /^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$/;
@@ -183,6 +204,10 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "log.format", flag: "log-format", env: "BUNKA_LOG_FORMAT", apply: (c, v, o) => void (c.logFormat = parseChoice(v, o, logFormats)) },
   { fileKey: "log.level", flag: "log-level", env: "BUNKA_LOG_LEVEL", apply: (c, v, o) => void (c.logLevel = parseChoice(v, o, logLevels)) },
   { fileKey: "fsync.mode", flag: "fsync-mode", env: "BUNKA_FSYNC_MODE", apply: (c, v, o) => void (c.fsyncMode = parseChoice(v, o, FSYNC_MODES)) },
+  // Cluster mode: given, the broker joins the cluster of its data directory through this etcd.
+  { fileKey: "etcd.endpoints", flag: "etcd", env: "BUNKA_ETCD", apply: (c, v, o) => void (c.etcdEndpoints = parseEtcdEndpoints(v, o)) },
+  // Apache's name; the TTL of the broker's etcd lease.
+  { fileKey: "broker.session.timeout.ms", apply: (c, v, o) => void (c.brokerSessionTimeoutMs = parseWholeSecondsMs(v, o)) },
   // Apache Kafka property names, config file only.
   { fileKey: "socket.request.max.bytes", apply: (c, v, o) => void (c.socketRequestMaxBytes = parseInteger(v, o, 1, INT32_MAX)) },
   // -1 (any value <= 0) disables the idle check, as in Apache.

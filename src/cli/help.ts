@@ -19,14 +19,16 @@ Usage:
   bunka txn list [filters]     its transactions (--state, --min-age, --producer-id, --limit)
   bunka txn describe ID        one transaction: partitions, groups, staged offsets, pending markers
   bunka txn abort ID           abort an Ongoing (hanging) transaction; needs BUNKA_ADMIN_TOKEN
+  bunka cluster                the cluster as a running broker sees it: mode, etcd, its lease, members
   bunka version                print the version (also: --version, -v)
   bunka help [COMMAND]         print this help, or a command's (also: --help, -h)
 
-topics and txn talk to the broker's HTTP side-port: --http HOST:PORT (default: BUNKA_HTTP, then
+topics, txn and cluster talk to the broker's HTTP side-port: --http HOST:PORT (default: BUNKA_HTTP, then
 127.0.0.1:9644); --json prints the side-port's JSON instead of a table.
 
-Exit codes: 0 success, 1 runtime failure (for topics and txn: the broker cannot be reached or answered an
-error), 2 bad usage or configuration, 130 second interrupt.
+Exit codes: 0 success, 1 runtime failure (for topics, txn and cluster: the broker cannot be reached or
+answered an error), 2 bad usage or configuration (serve: also etcd unreachable at start, or the broker id
+taken), 130 second interrupt.
 `;
 }
 
@@ -47,6 +49,21 @@ Flags:
 ${SIDE_PORT_FLAGS}
 
 Exit codes: 0 success, 1 the broker cannot be reached or answered an error (an unknown topic), 2 bad usage.
+`;
+}
+
+export function clusterHelp(): string {
+  return `Usage: bunka cluster [--http HOST:PORT] [--json]
+
+The cluster as a running broker sees it: cluster id, this broker's id, mode (single or cluster), the
+controller Metadata names (the lowest live broker id), the etcd endpoints, this broker's etcd lease (id,
+TTL, how long it stays valid by the broker's own clock, valid or lapsed, lapses since start), and the
+live members with their Kafka listeners and side-ports. Single mode shows the one broker.
+
+Flags:
+${SIDE_PORT_FLAGS}
+
+Exit codes: 0 success, 1 the broker cannot be reached or answered an error, 2 bad usage.
 `;
 }
 
@@ -98,17 +115,22 @@ Flags (each also accepted as --flag=value):
   --fsync-mode batched|per-file   batched: fsyncs requested together share one syncfs of the data
                                   directory's file system (Linux); per-file: one fsync per file
                                                                            (default batched)
+  --etcd URL[,URL...]             cluster mode: join the cluster of the data directory through this
+                                  etcd (e.g. http://10.0.0.5:2379); without it, a single broker
+                                  that needs no etcd
   -h, --help                      print this help
 
 Environment variables (empty means unset):
   BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_BROKER_ID
-  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE
+  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE  BUNKA_ETCD
   UV_THREADPOOL_SIZE  threads for file work, every fsync among it (when unset, serve re-executes
                       itself once with 16; Bun's own default is one per core)
 
 Config file: one key=value per line; blank lines and lines starting with # or ! are ignored. Keys:
-  data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, fsync.mode, and these
-  Apache Kafka properties:
+  data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, fsync.mode,
+  etcd.endpoints, and these Apache Kafka properties:
+    broker.session.timeout.ms         (default 9000: the TTL of the broker's etcd lease in cluster
+                                      mode, whole seconds)
     socket.request.max.bytes          (default 104857600)
     connections.max.idle.ms           (default 600000; -1 never closes idle connections)
     max.connections                   (default 10000)
@@ -134,7 +156,12 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
 
 Precedence, highest first: flags > environment variables > config file > defaults.
 
-Stop with SIGTERM or SIGINT: in-flight requests are answered, then the broker exits 0.
-A second signal exits at once with code 130.
+Cluster mode (--etcd): the broker registers in etcd under a lease, and Metadata and DescribeCluster list
+the live brokers. Partition leadership and coordinators are not moved between brokers yet: every broker
+answers for everything, so clients must use one broker. An unreachable etcd or a broker id another live
+process holds at start: one line, exit 2.
+
+Stop with SIGTERM or SIGINT: in-flight requests are answered, then the broker exits 0 (in cluster mode
+after revoking its etcd lease, which deregisters it). A second signal exits at once with code 130.
 `;
 }

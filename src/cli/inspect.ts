@@ -1,8 +1,9 @@
 /**
- * `bunka topics` and `bunka txn ...`: a running broker inspected over its HTTP side-port (side-port.ts),
- * printed as tables for people or, with `--json`, as the side-port's own JSON for scripts.
+ * `bunka topics`, `bunka txn ...` and `bunka cluster`: a running broker inspected over its HTTP side-port
+ * (side-port.ts), printed as tables for people or, with `--json`, as the side-port's own JSON for scripts.
  *
  *   bunka topics [TOPIC]                      topics; with TOPIC, its partitions (offsets, LSO lag, ...)
+ *   bunka cluster                             mode, etcd, this broker's lease, the live members
  *   bunka txn list [--state S] [--min-age D] [--producer-id N] [--limit N]
  *   bunka txn describe ID                     one transaction: partitions, groups, staged offsets, markers
  *   bunka txn abort ID                        abort an Ongoing transaction (BUNKA_ADMIN_TOKEN)
@@ -14,6 +15,7 @@
 import { formatBytes, formatDuration, formatMs } from "../http/format.ts";
 import {
   TRANSACTION_STATES,
+  type ClusterView,
   type MarkerView,
   type PartitionView,
   type TopicDetailView,
@@ -21,7 +23,7 @@ import {
   type TransactionDetailView,
   type TransactionView,
 } from "../http/ports.ts";
-import { topicsHelp, txnHelp } from "./help.ts";
+import { clusterHelp, topicsHelp, txnHelp } from "./help.ts";
 import { DEFAULT_SIDE_PORT, type FetchLike, SidePortClient, SidePortError, UsageError, sidePortUrl } from "./side-port.ts";
 import { printable, renderFacts, renderTable } from "./table.ts";
 
@@ -195,6 +197,50 @@ async function topicsCommand(args: readonly string[], deps: InspectDeps): Promis
   return EXIT_OK;
 }
 
+// ---- cluster -----------------------------------------------------------------------------------
+
+const hostPort = (hp: { host: string; port: number } | null) => (hp === null ? "-" : hp.host.includes(":") ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`);
+
+function leaseFact(c: ClusterView): string {
+  const l = c.lease;
+  if (l === null) return "-";
+  const validity = l.state === "valid" ? `valid for ${(l.validForMs / 1000).toFixed(1)}s` : "LAPSED";
+  const error = l.lastError === null ? "" : `; last error: ${l.lastError}`;
+  return `${l.id ?? "(none yet)"}, TTL ${formatMs(l.ttlMs)}, ${validity}, ${l.lapses} lapse(s) since start${error}`;
+}
+
+function clusterDetail(c: ClusterView): string {
+  const facts = renderFacts([
+    ["Cluster id", c.clusterId],
+    ["Broker", c.brokerId],
+    ["Mode", c.mode],
+    ["Controller", `${c.controllerId} (the lowest live broker id)`],
+    ["etcd", c.etcd === null ? "- (single mode)" : c.etcd.endpoints.join(", ")],
+    ["Lease", leaseFact(c)],
+  ]);
+  const table = renderTable(
+    ["BROKER", "KAFKA", "HTTP", "RACK", ""],
+    c.members.map((m) => [m.brokerId, hostPort(m.kafka), hostPort(m.http), m.rack ?? "-", m.self ? "(this broker)" : ""]),
+    new Set([0]),
+  );
+  const note =
+    c.mode === "cluster" && c.members.length > 1
+      ? "\nOwnership and routing across brokers are not built yet: every broker answers for every partition and\ncoordinator, so clients must use one broker.\n"
+      : "";
+  return `${facts}\nMembers:\n${table}${note}`;
+}
+
+async function clusterCommand(args: readonly string[], deps: InspectDeps): Promise<number> {
+  const parsed = parseArgs(args, ["http"], 0, "cluster");
+  if (parsed.help) {
+    deps.stdout(clusterHelp());
+    return EXIT_OK;
+  }
+  const body = (await clientOf(parsed, deps).get("/v1/cluster")) as ClusterView;
+  deps.stdout(parsed.json ? json(body) : clusterDetail(body));
+  return EXIT_OK;
+}
+
 // ---- transactions ------------------------------------------------------------------------------
 
 function stateCell(t: TransactionView): string {
@@ -342,9 +388,10 @@ async function txnCommand(args: readonly string[], deps: InspectDeps): Promise<n
   }
 }
 
-/** Runs `bunka topics ...` or `bunka txn ...`; one line on stderr and exit 1 or 2 for any failure. */
-export async function runInspect(command: "topics" | "txn", args: readonly string[], deps: InspectDeps): Promise<number> {
+/** Runs `bunka topics ...`, `bunka txn ...` or `bunka cluster`; one line on stderr and exit 1 or 2 for any failure. */
+export async function runInspect(command: "topics" | "txn" | "cluster", args: readonly string[], deps: InspectDeps): Promise<number> {
   try {
+    if (command === "cluster") return await clusterCommand(args, deps);
     return command === "topics" ? await topicsCommand(args, deps) : await txnCommand(args, deps);
   } catch (error) {
     if (error instanceof UsageError) {

@@ -1,6 +1,6 @@
 /**
- * The command line: dispatches `serve`, `topics`, `txn` (inspect.ts: a running broker over its HTTP
- * side-port), `version` and `help`. Everything the process touches comes in through `CliDeps`, so that the
+ * The command line: dispatches `serve`, `topics`, `txn`, `cluster` (inspect.ts: a running broker over its
+ * HTTP side-port), `version` and `help`. Everything the process touches comes in through `CliDeps`, so that the
  * CLI runs in tests without a process, a terminal, a disk or a socket.
  *
  * Errors in what the user typed (flags, environment, config file, data directory) print one line,
@@ -12,7 +12,7 @@ import type { BrokerConfig } from "../broker/config.ts";
 import { ConfigError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { parseServeArgs } from "./config.ts";
-import { mainHelp, serveHelp, topicsHelp, txnHelp, versionText } from "./help.ts";
+import { clusterHelp, mainHelp, serveHelp, topicsHelp, txnHelp, versionText } from "./help.ts";
 import { runInspect } from "./inspect.ts";
 import type { FetchLike } from "./side-port.ts";
 
@@ -26,7 +26,7 @@ export interface CliDeps {
   fs: Fs;
   /** Runs the broker until it is told to stop; resolves with the exit code. */
   serve(config: BrokerConfig): Promise<number>;
-  /** HTTP client for the side-port commands (topics, txn). */
+  /** HTTP client for the side-port commands (topics, txn, cluster). */
   fetch: FetchLike;
 }
 
@@ -56,10 +56,12 @@ export async function runCli(argv: string[], deps: CliDeps): Promise<number> {
       if (rest[0] === "serve") deps.stdout(serveHelp());
       else if (rest[0] === "txn") deps.stdout(txnHelp());
       else if (rest[0] === "topics") deps.stdout(topicsHelp());
+      else if (rest[0] === "cluster") deps.stdout(clusterHelp());
       else deps.stdout(mainHelp());
       return EXIT_OK;
     case "topics":
     case "txn":
+    case "cluster":
       return runInspect(command, rest, deps);
     case "version":
     case "--version":

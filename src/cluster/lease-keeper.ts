@@ -13,6 +13,9 @@
  *   with it; `regained` says `fresh: true` so that the owner claims are made again.
  * - `onNewLease` failing with a FatalError (another live process registered this broker id) is not
  *   retried: the keeper fails (`failed`) and the broker must stop. Other failures are tried again.
+ * - Failures are logged once per streak (the first at warn, the rest at debug): while etcd is down a
+ *   round fails every 500 ms, and the lapse itself is the line that matters. `lastFailure` keeps the
+ *   latest reason for whoever reports the state (readiness, the side-port).
  */
 import { FatalError } from "../errors/errors.ts";
 import type { Clock } from "../platform/clock.ts";
@@ -64,6 +67,8 @@ export class LeaseKeeper {
   private cancelRound: (() => void) | undefined;
   private cancelDeadline: (() => void) | undefined;
   private round: Promise<void> | undefined;
+  /** Why the last keep-alive or grant failed, while they keep failing. */
+  private failure: string | undefined;
   private readonly listeners: { [E in keyof LeaseKeeperEvents]: LeaseKeeperEvents[E][] } = { lost: [], regained: [], failed: [] };
 
   constructor(private readonly options: LeaseKeeperOptions) {
@@ -97,6 +102,11 @@ export class LeaseKeeper {
 
   get status(): KeeperState {
     return this.state;
+  }
+
+  /** Why the last keep-alive or grant failed, while rounds keep failing; undefined once one succeeds. */
+  get lastFailure(): string | undefined {
+    return this.failure;
   }
 
   /**
@@ -146,10 +156,15 @@ export class LeaseKeeper {
     const sentAtMs = this.options.clock.monotonicMs();
     try {
       const answer = await this.options.leases.leaseKeepAlive(state.leaseId, { timeoutMs: this.timing.keepAliveIntervalMs });
-      if (answer.alive) this.validity.confirmed(state.leaseId, sentAtMs, answer.ttlSeconds);
-      else this.validity.gone(state.leaseId);
+      if (answer.alive) {
+        this.validity.confirmed(state.leaseId, sentAtMs, answer.ttlSeconds);
+        this.failure = undefined;
+      } else {
+        this.validity.gone(state.leaseId);
+        this.failure = "etcd says the lease is gone (expired or revoked)";
+      }
     } catch (error) {
-      this.options.log.warn("etcd lease: keep-alive failed", { leaseId: String(state.leaseId), error: String(error) });
+      this.failed("etcd lease: keep-alive failed", error, { leaseId: String(state.leaseId) });
     }
     this.evaluate();
     if (this.validity.state.kind === "gone" && this.state === "running") {
@@ -174,6 +189,7 @@ export class LeaseKeeper {
       return;
     }
     this.validity.granted(grant.id, sentAtMs, grant.ttlSeconds);
+    this.failure = undefined;
   }
 
   private acquireFailed(error: unknown): void {
@@ -181,7 +197,16 @@ export class LeaseKeeper {
       this.fail(error);
       return;
     }
-    this.options.log.warn("etcd lease: could not get and register a fresh lease; trying again", { error: String(error) });
+    this.failed("etcd lease: could not get and register a fresh lease; trying again", error, {});
+  }
+
+  /** A failed round: logged at warn when it starts a streak of failures, at debug while the streak goes on. */
+  private failed(message: string, error: unknown, fields: Record<string, unknown>): void {
+    const first = this.failure === undefined;
+    this.failure = error instanceof Error ? error.message : String(error);
+    const line = { ...fields, error: this.failure };
+    if (first) this.options.log.warn(`${message} (further failures are logged at debug level until a round succeeds)`, line);
+    else this.options.log.debug(message, line);
   }
 
   private fail(error: Error): void {
@@ -203,7 +228,11 @@ export class LeaseKeeper {
       this.validNow = false;
       this.lostLeaseId = this.validity.leaseId;
       const reason: LeaseLostReason = state.kind === "gone" ? "gone" : "expired-locally";
-      this.options.log.warn("etcd lease: no longer valid; this broker must not act on what it owns", { leaseId: String(this.lostLeaseId), reason });
+      this.options.log.warn("etcd lease: no longer valid; this broker must not act on what it owns", {
+        leaseId: String(this.lostLeaseId),
+        reason,
+        ...(this.failure === undefined ? {} : { lastError: this.failure }),
+      });
       for (const listener of [...this.listeners.lost]) listener(this.lostLeaseId!, reason);
     } else if (!this.validNow && valid && state.kind === "held") {
       this.validNow = true;

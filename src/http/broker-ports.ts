@@ -28,6 +28,7 @@ import { relative } from "node:path";
 import type { Broker } from "../broker/broker.ts";
 import type { PartitionCleanerStats } from "../broker/log-cleaner-service.ts";
 import type { PendingTxnMarkers } from "../broker/txn-coordinator.ts";
+import type { ClusterStatusSource } from "../cluster/cluster-member.ts";
 import { slotOf } from "../cluster/ownership.ts";
 import { GROUP_STATES } from "../domain/groups/classic-group.ts";
 import type { TxnEntry } from "../domain/txn/txn-state.ts";
@@ -42,7 +43,10 @@ import {
   OPEN_TRANSACTION_STATES,
   STORED_TRANSACTION_STATES,
   type AdminOutcome,
+  type ClusterMemberView,
   type ClusterView,
+  type HostPortView,
+  type LeaseView,
   type HangingWarning,
   type HttpQueryPorts,
   type MarkerQueryPort,
@@ -91,10 +95,14 @@ export interface BrokerQueryPortsOptions {
   startedAtMs: number;
   /** See LSO_STUCK_GRACE_MS_DEFAULT. */
   lsoStuckGraceMs?: number;
+  /** Cluster mode's membership (etcd, the lease, the live brokers); absent in single-broker mode. */
+  cluster?: ClusterStatusSource;
 }
 
 export class BrokerQueryPorts implements HttpQueryPorts {
   private listener: ListenerStats | undefined;
+  /** The side-port's own advertised address, for the members list in single-broker mode. */
+  private httpAddress: HostPortView | null = null;
   private stopping = false;
   /** Per partition with an LSO behind its high watermark: the LSO and when this side-port first saw it there. */
   private readonly lsoSeen = new Map<string, { lso: number; sinceMs: number }>();
@@ -121,6 +129,11 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     this.listener = listener;
   }
 
+  /** The side-port is bound at this advertised address. */
+  setHttpAddress(host: string, port: number): void {
+    this.httpAddress = { host, port };
+  }
+
   /** Shutdown began: /ready answers 503 from now on so that load balancers stop sending traffic. */
   markStopping(): void {
     this.stopping = true;
@@ -129,6 +142,8 @@ export class BrokerQueryPorts implements HttpQueryPorts {
   async readiness(): Promise<Readiness> {
     if (this.stopping) return { ready: false, reason: "the broker is shutting down" };
     if (!this.listener) return { ready: false, reason: "the Kafka listener is not bound yet" };
+    const clusterProblem = this.opts.cluster?.status().problem;
+    if (clusterProblem !== undefined) return { ready: false, reason: clusterProblem };
     const failed = failedPartitions(await this.openPartitions());
     if (failed.length > 0) {
       return { ready: false, reason: `the log of ${failed.length} partition(s) failed, first ${failed[0]}` };
@@ -140,13 +155,35 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     const { services } = this.opts.broker;
     const topics = services.topics.list();
     const nowMs = this.opts.nowMs();
+    const brokers = services.ownership.brokers().map((b) => ({ brokerId: b.brokerId, host: b.host, port: b.port, rack: b.rack }));
+    const selfId = services.ownership.selfId;
+    const status = this.opts.cluster?.status();
+    let members: ClusterMemberView[];
+    let lease: LeaseView | null = null;
+    if (status === undefined) {
+      const self = brokers.find((b) => b.brokerId === selfId)!;
+      members = [{ brokerId: selfId, kafka: { host: self.host, port: self.port }, http: this.httpAddress, rack: self.rack, self: true }];
+    } else {
+      members = status.members.map((m) => ({ brokerId: m.brokerId, kafka: { ...m.kafka }, http: m.http === null ? null : { ...m.http }, rack: m.rack, self: m.brokerId === selfId }));
+      lease = {
+        id: status.lease.id === undefined ? null : String(status.lease.id),
+        ttlMs: status.lease.ttlSeconds * 1000,
+        validForMs: status.lease.validForMs,
+        state: status.lease.valid ? "valid" : "lapsed",
+        lapses: status.lease.lapses,
+        lastError: status.lease.lastError ?? null,
+      };
+    }
     return {
       clusterId: services.clusterId,
-      brokerId: services.ownership.selfId,
+      brokerId: selfId,
       controllerId: services.ownership.controllerId(),
-      mode: "single-broker",
+      mode: status === undefined ? "single" : "cluster",
       version: this.opts.version,
-      brokers: services.ownership.brokers().map((b) => ({ brokerId: b.brokerId, host: b.host, port: b.port, rack: b.rack })),
+      brokers,
+      etcd: status === undefined ? null : { endpoints: [...status.endpoints] },
+      lease,
+      members,
       startedAtMs: this.opts.startedAtMs,
       uptimeMs: Math.max(0, nowMs - this.opts.startedAtMs),
       connections: this.listener?.connectionCount() ?? 0,
@@ -229,6 +266,15 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     out.sample("bunka_start_time_seconds", undefined, this.opts.startedAtMs / 1000);
     out.family("bunka_ready", "gauge", "1 when GET /ready answers 200, else 0.");
     out.sample("bunka_ready", undefined, readiness.ready ? 1 : 0);
+    const cluster = this.opts.cluster?.status();
+    out.family("bunka_cluster_members", "gauge", "Live brokers: in cluster mode the registrations in etcd (this broker's included while its lease holds), in single mode 1.");
+    out.sample("bunka_cluster_members", undefined, cluster === undefined ? 1 : cluster.members.length);
+    if (cluster !== undefined) {
+      out.family("bunka_cluster_lease_valid", "gauge", "1 while this broker's etcd lease is valid by its own monotonic clock, 0 once it lapsed (cluster mode only).");
+      out.sample("bunka_cluster_lease_valid", undefined, cluster.lease.valid ? 1 : 0);
+      out.family("bunka_cluster_lease_lapses_total", "counter", "Times this broker's etcd lease lapsed: no keep-alive confirmed in time, or etcd dropped the lease (cluster mode only).");
+      out.sample("bunka_cluster_lease_lapses_total", undefined, cluster.lease.lapses);
+    }
     out.family("bunka_connections", "gauge", "Open Kafka connections.");
     out.sample("bunka_connections", undefined, this.listener?.connectionCount() ?? 0);
     out.family(

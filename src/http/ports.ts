@@ -28,15 +28,55 @@ export interface FeatureView {
   consumerGroups: boolean;
 }
 
+export interface HostPortView {
+  host: string;
+  port: number;
+}
+
+/** A live broker as cluster mode's directory in etcd has it (single mode: this broker alone). */
+export interface ClusterMemberView {
+  brokerId: number;
+  /** Its advertised Kafka listener. */
+  kafka: HostPortView;
+  /** Its HTTP side-port, null when unknown. */
+  http: HostPortView | null;
+  rack: string | null;
+  /** The broker answering. */
+  self: boolean;
+}
+
+/** This broker's etcd lease (cluster mode). */
+export interface LeaseView {
+  /** etcd's lease id in decimal (a 63-bit number, too large for a JSON number); null before the first grant. */
+  id: string | null;
+  ttlMs: number;
+  /** How long the lease stays valid by this broker's monotonic clock, from the moment of the answer; 0 when lapsed. */
+  validForMs: number;
+  /** "lapsed": no keep-alive confirmed in time (etcd unreachable) or etcd dropped the lease; renewal goes on. */
+  state: "valid" | "lapsed";
+  /** Times the lease lapsed since the broker started. */
+  lapses: number;
+  /** Why the last keep-alive or grant failed, while failures go on; null once one succeeds. */
+  lastError: string | null;
+}
+
 export interface ClusterView {
   clusterId: string;
   /** The broker answering. */
   brokerId: number;
+  /** What Metadata and DescribeCluster name: the lowest live broker id. */
   controllerId: number;
-  /** "single-broker" today; the shared-volume cluster mode will report itself here. */
-  mode: string;
+  /** "single": no etcd, one broker; "cluster": membership in etcd (--etcd). */
+  mode: "single" | "cluster";
   version: string;
+  /** What Metadata and DescribeCluster answer. */
   brokers: BrokerEndpointView[];
+  /** The etcd endpoints (cluster mode), null in single mode. */
+  etcd: { endpoints: string[] } | null;
+  /** This broker's lease (cluster mode), null in single mode. */
+  lease: LeaseView | null;
+  /** The live brokers, lowest id first. */
+  members: ClusterMemberView[];
   startedAtMs: number;
   uptimeMs: number;
   /** Open Kafka connections on this broker. */

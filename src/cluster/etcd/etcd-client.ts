@@ -76,6 +76,10 @@ export function parseEndpoints(spec: string | readonly string[]): string[] {
       throw new ConfigError(`etcd endpoint ${JSON.stringify(item)} is not a URL (expected e.g. http://127.0.0.1:2379)`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`etcd endpoint ${item}: only http and https are supported`);
+    // The gateway would ignore them, and the endpoints are shown (logs, /v1/cluster): never echo a password.
+    if (url.username !== "" || url.password !== "") {
+      throw new ConfigError(`etcd endpoint ${url.protocol}//${url.host}: a user name or password in the URL is not supported (bunka does not use etcd authentication)`);
+    }
     if (url.pathname !== "/" || url.search !== "" || url.hash !== "") throw new ConfigError(`etcd endpoint ${item}: give the scheme, host and port only`);
     return `${url.protocol}//${url.host}`;
   });

@@ -82,7 +82,7 @@ describe("BrokerQueryPorts", () => {
       clusterId: broker.services.clusterId,
       brokerId: 0,
       controllerId: 0,
-      mode: "single-broker",
+      mode: "single",
       version: "0.0.0-test",
       uptimeMs: 90_000,
       connections: 2,

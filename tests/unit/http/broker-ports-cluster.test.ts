@@ -1,0 +1,136 @@
+/**
+ * The side-port's cluster view, readiness and cluster metrics, from a real broker (in-memory Fs, manual
+ * clock) with a fake cluster-mode status standing in for the etcd membership: single mode (one member,
+ * no etcd, no lease) and cluster mode (members from the directory, the lease rendered as data, a lapsed
+ * lease making /ready fail with the reason). Then through the app, as JSON.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { createBroker, type Broker } from "../../../src/broker/broker.ts";
+import { defaultBrokerConfig } from "../../../src/broker/config.ts";
+import type { RegisteredBroker } from "../../../src/cluster/broker-registry.ts";
+import type { ClusterStatus, ClusterStatusSource } from "../../../src/cluster/cluster-member.ts";
+import { createHttpApp } from "../../../src/http/app.ts";
+import { BrokerQueryPorts } from "../../../src/http/broker-ports.ts";
+import { BrokerMetrics } from "../../../src/http/metrics.ts";
+import type { ClusterView } from "../../../src/http/ports.ts";
+import { silentLogger } from "../../../src/platform/logger.ts";
+import { ManualClock } from "../../support/manual-clock.ts";
+import { MemoryFs } from "../../support/memory-fs.ts";
+
+const brokers: Broker[] = [];
+afterEach(async () => {
+  for (const b of brokers.splice(0)) await b.close();
+});
+
+function registered(brokerId: number, kafkaPort: number, httpPort: number | null): RegisteredBroker {
+  return {
+    brokerId,
+    kafka: { host: "127.0.0.1", port: kafkaPort },
+    http: httpPort === null ? null : { host: "127.0.0.1", port: httpPort },
+    rack: null,
+    leaseId: 7587880000000000000n + BigInt(brokerId),
+    registeredRevision: 10n + BigInt(brokerId),
+  };
+}
+
+class FakeCluster implements ClusterStatusSource {
+  current: ClusterStatus = {
+    endpoints: ["http://10.0.0.5:2379", "http://10.0.0.6:2379"],
+    lease: { id: 7587880000000000001n, ttlSeconds: 9, validForMs: 6_500, valid: true, lapses: 0, lastError: undefined },
+    members: [registered(1, 9092, 9644), registered(3, 9094, null)],
+    problem: undefined,
+  };
+  status(): ClusterStatus {
+    return this.current;
+  }
+}
+
+async function setup(cluster?: FakeCluster) {
+  const clock = new ManualClock();
+  const config = { ...defaultBrokerConfig(), dataDir: "/data", brokerId: 1, listenPort: 0, httpPort: 0 };
+  const broker = await createBroker({
+    config,
+    fs: new MemoryFs(),
+    clock,
+    log: silentLogger,
+    maintenance: false,
+    ...(cluster === undefined ? {} : { liveBrokers: () => cluster.status().members.map((m) => ({ brokerId: m.brokerId, host: m.kafka.host, port: m.kafka.port, rack: m.rack })) }),
+  });
+  brokers.push(broker);
+  broker.setAdvertisedListener("127.0.0.1", 9092);
+  const ports = new BrokerQueryPorts({
+    broker,
+    metrics: new BrokerMetrics(),
+    version: "0.0.0-test",
+    nowMs: () => clock.nowMs(),
+    startedAtMs: clock.nowMs(),
+    ...(cluster === undefined ? {} : { cluster }),
+  });
+  ports.setListener({ connectionCount: () => 0 });
+  return { broker, ports };
+}
+
+const metricLines = async (ports: BrokerQueryPorts) => (await ports.metrics()).split("\n").filter((l) => l.startsWith("bunka_cluster"));
+
+describe("single mode", () => {
+  test("mode single, no etcd, no lease, this broker as the one member with its side-port", async () => {
+    const { ports } = await setup();
+    ports.setHttpAddress("broker-1.example", 9644);
+    const view = ports.cluster();
+    expect(view).toMatchObject({ mode: "single", brokerId: 1, controllerId: 1, etcd: null, lease: null });
+    expect(view.members).toEqual([{ brokerId: 1, kafka: { host: "127.0.0.1", port: 9092 }, http: { host: "broker-1.example", port: 9644 }, rack: null, self: true }]);
+    expect(await ports.readiness()).toEqual({ ready: true });
+    // One member, and no lease metrics: a lease that does not exist is neither valid nor lapsed.
+    expect(await metricLines(ports)).toEqual(["bunka_cluster_members 1"]);
+  });
+});
+
+describe("cluster mode", () => {
+  test("the etcd endpoints, the lease as data (id in decimal, TTL and validity in ms), the members from the directory", async () => {
+    const cluster = new FakeCluster();
+    const { ports } = await setup(cluster);
+    const view = ports.cluster();
+    expect(view.mode).toBe("cluster");
+    expect(view.etcd).toEqual({ endpoints: ["http://10.0.0.5:2379", "http://10.0.0.6:2379"] });
+    expect(view.lease).toEqual({ id: "7587880000000000001", ttlMs: 9000, validForMs: 6_500, state: "valid", lapses: 0, lastError: null });
+    expect(view.members).toEqual([
+      { brokerId: 1, kafka: { host: "127.0.0.1", port: 9092 }, http: { host: "127.0.0.1", port: 9644 }, rack: null, self: true },
+      { brokerId: 3, kafka: { host: "127.0.0.1", port: 9094 }, http: null, rack: null, self: false },
+    ]);
+    expect(view.brokers.map((b) => b.brokerId)).toEqual([1, 3]);
+    expect(view.controllerId).toBe(1);
+    expect(await ports.readiness()).toEqual({ ready: true });
+    expect(await metricLines(ports)).toEqual(["bunka_cluster_members 2", "bunka_cluster_lease_valid 1", "bunka_cluster_lease_lapses_total 0"]);
+  });
+
+  test("a lapsed lease: /ready is 503 with the reason, the view and the metrics say lapsed, and all recover with it", async () => {
+    const cluster = new FakeCluster();
+    const { ports } = await setup(cluster);
+    const app = createHttpApp(ports);
+    const healthy = cluster.current;
+    cluster.current = {
+      ...healthy,
+      lease: { ...healthy.lease, validForMs: 0, valid: false, lapses: 1, lastError: "etcd lease keep-alive: no endpoint answered" },
+      problem: "this broker's etcd lease lapsed 3 s ago (etcd lease keep-alive: no endpoint answered)",
+    };
+    const ready = await app.request("/ready");
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toEqual({ error: "not_ready", message: "this broker's etcd lease lapsed 3 s ago (etcd lease keep-alive: no endpoint answered)" });
+    const view = (await (await app.request("/v1/cluster")).json()) as ClusterView;
+    expect(view.lease).toMatchObject({ state: "lapsed", validForMs: 0, lapses: 1, lastError: "etcd lease keep-alive: no endpoint answered" });
+    expect(await metricLines(ports)).toEqual(["bunka_cluster_members 2", "bunka_cluster_lease_valid 0", "bunka_cluster_lease_lapses_total 1"]);
+    expect((await ports.metrics()).split("\n")).toContain("bunka_ready 0");
+
+    cluster.current = { ...healthy, lease: { ...healthy.lease, lapses: 1 } };
+    expect((await app.request("/ready")).status).toBe(200);
+    expect(await metricLines(ports)).toEqual(["bunka_cluster_members 2", "bunka_cluster_lease_valid 1", "bunka_cluster_lease_lapses_total 1"]);
+  });
+
+  test("shutting down still wins over the cluster's state in /ready", async () => {
+    const cluster = new FakeCluster();
+    const { ports } = await setup(cluster);
+    cluster.current = { ...cluster.current, problem: "lapsed" };
+    ports.markStopping();
+    expect(await ports.readiness()).toEqual({ ready: false, reason: "the broker is shutting down" });
+  });
+});
