@@ -35,6 +35,8 @@ export const PREDECESSOR_POLL_MS_DEFAULT = 250;
  * round; a key still there this long after the TTL belongs to a live lease.
  */
 export const LEASE_EXPIRY_SLACK_MS = 2_000;
+/** A wait for an earlier registration's lease is logged once it lasted this long (it is logged at its end anyway). */
+export const PREDECESSOR_WAIT_SAID_MS = 5_000;
 
 export interface ClusterMemberOptions {
   endpoints: readonly string[];
@@ -260,7 +262,16 @@ export class ClusterMember implements ClusterStatusSource {
     let watched: { lease: bigint; sinceMs: number; deadlineMs: number; leastTtlSeconds: number; said: boolean } | undefined;
     for (;;) {
       const kv = (await this.client.range(key)).kvs[0];
-      if (kv === undefined) return;
+      if (kv === undefined) {
+        if (watched !== undefined) {
+          log.info("the earlier registration of this broker id expired with its lease; joining", {
+            brokerId,
+            leaseId: String(watched.lease),
+            waitedMs: Math.round(clock.monotonicMs() - watched.sinceMs),
+          });
+        }
+        return;
+      }
       const holder = holderOf(key, kv);
       // A key without a lease never expires: whoever wrote it is not a broker that crashed.
       if (kv.lease === 0n) throw new DuplicateBrokerIdError(clusterId, brokerId, holder);
@@ -275,9 +286,10 @@ export class ClusterMember implements ClusterStatusSource {
           throw new DuplicateBrokerIdError(clusterId, brokerId, holder);
         } else {
           watched.leastTtlSeconds = ttl.ttlSeconds;
-          // A live holder mostly shows itself within one keep-alive interval (a third of its TTL), so a
-          // duplicate is refused in one line; a wait longer than that is said, once.
-          if (!watched.said && nowMs - watched.sinceMs >= (ttl.grantedTtlSeconds * 1000) / 3 + 1000) {
+          // A live holder with a TTL of 6 s or more shows itself within one keep-alive interval (a third
+          // of its TTL; etcd reports whole seconds left, so shorter ones are told by the deadline only):
+          // a duplicate is refused in one line, and a wait longer than that is said, once.
+          if (!watched.said && nowMs - watched.sinceMs >= Math.max((ttl.grantedTtlSeconds * 1000) / 3 + 1000, PREDECESSOR_WAIT_SAID_MS)) {
             watched.said = true;
             log.warn(
               "this broker id is registered in etcd under a lease nobody seems to renew, probably by this broker's previous process that did not stop cleanly; waiting for that lease to expire",
