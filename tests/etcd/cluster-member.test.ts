@@ -48,8 +48,8 @@ async function connected(clusterId: string, brokerId: number, overrides: Partial
   return member;
 }
 
-async function joined(clusterId: string, brokerId: number, port = 9092): Promise<ClusterMember> {
-  const member = await connected(clusterId, brokerId);
+async function joined(clusterId: string, brokerId: number, port = 9092, sessionTimeoutMs = 2000): Promise<ClusterMember> {
+  const member = await connected(clusterId, brokerId, { sessionTimeoutMs });
   await member.join(registration(brokerId, port));
   return member;
 }
@@ -101,7 +101,7 @@ describe("cluster member", () => {
     );
   });
 
-  test("a broker id another live process holds: refused, in one line naming the holder", async () => {
+  test("a broker id another live process holds (2 s TTL): refused by the deadline, in one line naming the holder", async () => {
     const cluster = newCluster();
     const first = await joined(cluster, 4, 14092);
     const leaseId = first.status().lease.id;
@@ -110,9 +110,21 @@ describe("cluster member", () => {
     expect(message).toBe(
       `broker id 4 is already registered in cluster ${cluster} by another live process (lease ${leaseId}, Kafka listener 127.0.0.1:14092); two brokers cannot share an id`,
     );
-    // Told within the holder's TTL and etcd's expiry slack, not after waiting for ever.
-    expect(performance.now() - startedMs).toBeLessThan(2_000 + 2_000 + 1_000);
+    // etcd reports whole seconds left, so a 2 s lease never shows a keep-alive: the holder's TTL and
+    // etcd's expiry slack tell, not a wait for ever.
+    const waitedMs = performance.now() - startedMs;
+    expect(waitedMs).toBeGreaterThan(2_000);
+    expect(waitedMs).toBeLessThan(2_000 + 2_000 + 1_000);
     expect(first.status().problem).toBeUndefined();
+  });
+
+  test("a broker id another live process holds (6 s TTL): refused once its keep-alive pushes the remaining time up", async () => {
+    const cluster = newCluster();
+    await joined(cluster, 8, 18092, 6000);
+    const startedMs = performance.now();
+    expect(await configError(() => connected(cluster, 8))).toStartWith("broker id 8 is already registered");
+    // Within one keep-alive interval (2 s) and a poll, well before the 6 s TTL and the slack.
+    expect(performance.now() - startedMs).toBeLessThan(3_500);
   });
 
   test("a key left by a process that died without revoking its lease is waited out, then the broker joins", async () => {
@@ -139,6 +151,28 @@ describe("cluster member", () => {
     expect(message).toBe(`broker id 9 is already registered in cluster ${cluster} by another live process (lease 0, Kafka listener 127.0.0.1:19999); two brokers cannot share an id`);
     expect(performance.now() - startedMs).toBeLessThan(1_000);
     await client.deleteRange(brokerKey(cluster, 9));
+  });
+
+  test("the lease dropped and the id taken meanwhile by another process: the member fails, says so, and tells the broker to stop", async () => {
+    const cluster = newCluster();
+    const member = await joined(cluster, 5, 15092);
+    const failures: string[] = [];
+    member.onFailed((error) => failures.push(error.message));
+    const ownLease = member.status().lease.id!;
+    // Another process with the same id holds the key when this one's lease goes: the key is moved to the
+    // intruder's lease first, so revoking this broker's lease leaves it there (no window to race in).
+    const intruder = await client.leaseGrant(30);
+    await client.put(brokerKey(cluster, 5), encodeBrokerRecord(registration(5, 25092)), { lease: intruder.id });
+    await client.leaseRevoke(ownLease);
+    await waitUntil(() => failures.length === 1, "the member failed", 5_000);
+    expect(failures[0]).toBe(
+      `broker id 5 is already registered in cluster ${cluster} by another live process (lease ${intruder.id}, Kafka listener 127.0.0.1:25092); two brokers cannot share an id`,
+    );
+    expect(member.status().problem).toBe(`this broker stopped being a cluster member: ${failures[0]}`);
+    await member.leave();
+    // Leaving did not take the other process's registration with it.
+    expect((await listBrokers(client, cluster)).brokers.map((b) => [b.kafka.port, b.leaseId])).toEqual([[25092, intruder.id]]);
+    await client.leaseRevoke(intruder.id);
   });
 
   test(
