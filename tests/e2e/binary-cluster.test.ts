@@ -223,4 +223,22 @@ describe("cluster mode, compiled binary", () => {
       expect(log.match(/etcd lease: valid again/g)).toHaveLength(1);
     });
   }, TIMEOUT);
+
+  test("its lease dropped while another process took its broker id: the broker says so and stops with exit 2", async () => {
+    const view = await clusterView(one);
+    const key = `/bunka/${view.clusterId}/brokers/1`;
+    // The other process's registration replaces this one's key first, so that revoking this broker's lease
+    // leaves it in place: the broker's next keep-alive finds its lease gone and the id taken.
+    const intruder = await etcdClient.leaseGrant(30);
+    const value = JSON.stringify({ format: "bunka-broker", version: 1, brokerId: 1, kafka: { host: "127.0.0.1", port: 1 }, http: null, rack: null });
+    await etcdClient.put(key, value, { lease: intruder.id });
+    await etcdClient.leaseRevoke(BigInt(view.lease!.id!));
+    expect(await one.exited).toBe(2);
+    const log = readFileSync(join(dir, "broker-1.log"), "utf8");
+    expect(log).toContain("leaving the cluster: this broker id is taken");
+    expect(log).toMatch(/INFO {2}stopped\n$/);
+    // Its shutdown did not remove the other process's registration.
+    expect((await etcdClient.range(key)).kvs[0]?.lease).toBe(intruder.id);
+    await etcdClient.leaseRevoke(intruder.id);
+  }, TIMEOUT);
 });
