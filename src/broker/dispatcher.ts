@@ -14,6 +14,7 @@ import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Logger } from "../platform/logger.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 import { encodeApiVersionsResponse } from "../protocol/generated/api-versions-response.ts";
+import { FrameBufferPool } from "../protocol/frame-pool.ts";
 import { API_VERSIONS_KEY, encodeResponseFrame, parseRequestFrame } from "../protocol/header.ts";
 import { CloseConnection, type ConnectionInfo, type Handler, type RequestContext } from "./handler.ts";
 import type { HandlerRegistry } from "./registry.ts";
@@ -24,6 +25,9 @@ export interface RequestObserver {
 }
 
 export class Dispatcher {
+  /** Warm memory for large answers (Fetch), handed back by the listener once written (frame-pool.ts). */
+  private readonly frames = new FrameBufferPool();
+
   constructor(
     private readonly registry: HandlerRegistry,
     private readonly log: Logger,
@@ -69,7 +73,7 @@ export class Dispatcher {
     if (response === null) return null;
     try {
       const sizeHint = handler.responseSizeHint?.(response, apiVersion);
-      return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response), sizeHint);
+      return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response), sizeHint, this.frames);
     } catch (error) {
       // A response the handler built but the version cannot carry is our bug, not the client's: answer
       // UNKNOWN_SERVER_ERROR like any other handler failure. If even that cannot be encoded, the connection closes.

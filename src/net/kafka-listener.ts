@@ -176,7 +176,13 @@ export const SIZE_PREFIX_BYTES = 4;
  * same way: `Symbol.for("bunka.reservedSizePrefix")` names the same symbol everywhere.
  */
 const reservedPrefix = Symbol.for("bunka.reservedSizePrefix");
-type MarkedView = Uint8Array & { [reservedPrefix]?: true };
+/**
+ * The same for a frame encoded into pooled memory (protocol/frame-pool.ts): the function that gives the
+ * memory back, called once the kernel has taken the frame's every byte, and only then.
+ */
+const releaseAfterWrite = Symbol.for("bunka.releaseFrameAfterWrite");
+type ReleaseAfterWrite = () => void;
+type MarkedView = Uint8Array & { [reservedPrefix]?: true; [releaseAfterWrite]?: ReleaseAfterWrite };
 
 /**
  * For a dispatcher that encoded its response into `framed` starting at offset 4 (the 4 bytes before the
@@ -285,6 +291,8 @@ interface ConnState {
   readonly pending: PendingEntry[];
   /** Bytes that the kernel did not take yet, in order; the first may be a partly written view. */
   readonly output: Uint8Array[];
+  /** For each entry of `output`, what to call once the kernel has taken all of it (pooled frames). */
+  readonly outputReleases: (ReleaseAfterWrite | undefined)[];
   outputBytes: number;
   /** outputBytes plus the heldBytes of the pending entries. */
   heldBytes: number;
@@ -430,27 +438,31 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   }
 
   function dropOutput(conn: ConnState): void {
+    // Unwritten pooled frames are not given back: they are left to the garbage collector.
     conn.output.length = 0;
+    conn.outputReleases.length = 0;
     addHeld(conn, -conn.outputBytes);
     conn.outputBytes = 0;
   }
 
   // ---- output -------------------------------------------------------------------------------------------
 
-  function writeOut(conn: ConnState, bytes: Uint8Array): void {
+  function writeOut(conn: ConnState, bytes: Uint8Array, release?: ReleaseAfterWrite): void {
     if (conn.closed || bytes.byteLength === 0) return;
     if (conn.output.length > 0) {
-      queueOutput(conn, bytes);
+      queueOutput(conn, bytes, release);
       return;
     }
     const written = conn.socket.write(bytes);
     if (written < 0) return; // The socket is already closed; its close callback cleans up.
     if (written > 0) conn.lastActivityMs = now();
-    if (written < bytes.byteLength) queueOutput(conn, bytes.subarray(written));
+    if (written < bytes.byteLength) queueOutput(conn, bytes.subarray(written), release);
+    else release?.();
   }
 
-  function queueOutput(conn: ConnState, bytes: Uint8Array): void {
+  function queueOutput(conn: ConnState, bytes: Uint8Array, release: ReleaseAfterWrite | undefined): void {
     conn.output.push(bytes);
+    conn.outputReleases.push(release);
     conn.outputBytes += bytes.byteLength;
     addHeld(conn, bytes.byteLength);
   }
@@ -471,6 +483,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
         return;
       }
       conn.output.shift();
+      conn.outputReleases.shift()?.();
     }
   }
 
@@ -479,7 +492,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     if ((body as MarkedView)[reservedPrefix] === true && body.byteOffset >= SIZE_PREFIX_BYTES) {
       const framed = new Uint8Array(body.buffer, body.byteOffset - SIZE_PREFIX_BYTES, size + SIZE_PREFIX_BYTES);
       writeSize(framed, size);
-      writeOut(conn, framed);
+      writeOut(conn, framed, (body as MarkedView)[releaseAfterWrite]);
     } else if (size <= COPY_THRESHOLD_BYTES) {
       const framed = new Uint8Array(size + SIZE_PREFIX_BYTES);
       writeSize(framed, size);
@@ -707,6 +720,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
           frames: new FrameAssembler(),
           pending: [],
           output: [],
+          outputReleases: [],
           outputBytes: 0,
           heldBytes: 0,
           paused: false,

@@ -7,6 +7,7 @@ import { apiCodecsByKey } from "./generated/index.ts";
 import { decodeRequestHeader, type RequestHeader } from "./generated/request-header.ts";
 import { encodeResponseHeader } from "./generated/response-header.ts";
 import { Reader } from "./reader.ts";
+import { type FrameBufferPool, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "./frame-pool.ts";
 import { Writer } from "./writer.ts";
 
 export const API_VERSIONS_KEY = 18;
@@ -50,19 +51,36 @@ export function parseRequestFrame(frame: Uint8Array): ParsedRequest {
  */
 const reservedSizePrefix = Symbol.for("bunka.reservedSizePrefix");
 
-/** Encodes header + body into one buffer, the view starting after 4 bytes reserved for the size prefix. */
+/**
+ * Encodes header + body into one buffer, the view starting after 4 bytes reserved for the size prefix.
+ * With a `pool` and a `sizeHint` of at least POOLED_FRAME_BYTES_MIN (an upper bound of the frame), the frame
+ * is encoded into a pooled buffer and carries the function that gives it back once written
+ * (frame-pool.ts).
+ */
 export function encodeResponseFrame(
   apiKey: number,
   apiVersion: number,
   correlationId: number,
   encodeBody: (w: Writer, version: number) => void,
   sizeHint = 256,
+  pool?: FrameBufferPool,
 ): Uint8Array {
-  const w = new Writer(sizeHint);
+  const pooled = pool !== undefined && sizeHint >= POOLED_FRAME_BYTES_MIN ? pool.acquire(sizeHint) : undefined;
+  const w = new Writer(pooled ?? sizeHint);
   w.int32(0);
   encodeResponseHeader(w, responseHeaderVersion(apiKey, apiVersion), { correlationId });
-  encodeBody(w, apiVersion);
-  const body = w.finish().subarray(4) as Uint8Array & { [reservedSizePrefix]?: true };
+  try {
+    encodeBody(w, apiVersion);
+  } catch (error) {
+    if (pooled !== undefined) pool!.release(pooled);
+    throw error;
+  }
+  const body = w.finish().subarray(4) as Uint8Array & { [reservedSizePrefix]?: true } & ReleasableFrame;
   body[reservedSizePrefix] = true;
+  if (pooled !== undefined) {
+    // The hint was short and the writer moved to fresh memory: the pooled buffer is free at once.
+    if (w.currentBuffer !== pooled) pool!.release(pooled);
+    else body[releaseFrameAfterWrite] = () => pool!.release(pooled);
+  }
   return body;
 }

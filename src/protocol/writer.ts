@@ -33,9 +33,15 @@ export class Writer {
   private view: DataView;
   offset = 0;
 
-  constructor(initialCapacity = 256) {
-    this.buffer = new Uint8Array(initialCapacity);
-    this.view = new DataView(this.buffer.buffer);
+  /** @param initial a capacity, or a buffer to write into from its start (it is replaced if it fills up) */
+  constructor(initial: number | Uint8Array = 256) {
+    this.buffer = typeof initial === "number" ? new Uint8Array(initial) : initial;
+    this.view = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.byteLength);
+  }
+
+  /** The buffer written into now (the one given, unless it filled up). */
+  get currentBuffer(): Uint8Array {
+    return this.buffer;
   }
 
   private ensure(bytes: number): number {

@@ -501,6 +501,68 @@ describe("idle connections with stuck output", () => {
   });
 });
 
+describe("pooled frames", () => {
+  /** A reserved-prefix frame marked with a release function, as protocol/header.ts marks pooled ones. */
+  function releasable(body: Uint8Array, onRelease: () => void): Uint8Array {
+    const framed = new Uint8Array(4 + body.byteLength);
+    framed.set(body, 4);
+    const view = withReservedSizePrefix(framed) as Uint8Array & { [key: symbol]: unknown };
+    view[Symbol.for("bunka.releaseFrameAfterWrite")] = onRelease;
+    return view;
+  }
+
+  test("a frame the kernel takes at once is given back once, right after the write", async () => {
+    let releases = 0;
+    const listener = await listen((f) => releasable(f.slice(), () => releases++));
+    const client = await connect(listener.port);
+    client.write(frame("small"));
+    await waitUntil(() => client.responses.length === 1, "the response");
+    expect(text(client.responses[0]!)).toBe("small");
+    expect(releases).toBe(1);
+  });
+
+  test("a frame the kernel takes in parts is given back only once its last byte is taken", async () => {
+    const body = new Uint8Array(16 * 1024 * 1024).map((_, i) => i % 253);
+    let releases = 0;
+    let receivedAtRelease = -1;
+    let client!: TestClient;
+    const listener = await listen(() =>
+      releasable(body, () => {
+        releases++;
+        receivedAtRelease = client.receivedBytes();
+      }),
+    );
+    client = await connect(listener.port);
+    client.socket.pause();
+    client.write(frame("big"));
+    await waitUntil(() => (listener.connectionStats()[0]?.queuedOutputBytes ?? 0) > 0, "output queued behind a client that does not read");
+    await settleEventLoop(20);
+    expect(releases).toBe(0);
+    client.socket.resume();
+    await waitUntil(() => client.responses.length === 1, "the whole response", 30_000);
+    expect(releases).toBe(1);
+    // Released after the listener's last write, which the client may not have read yet, but never before
+    // the queue was empty.
+    expect(receivedAtRelease).toBeGreaterThan(0);
+    expect(listener.connectionStats()[0]!.queuedOutputBytes).toBe(0);
+    expect(Buffer.compare(client.responses[0]!, body)).toBe(0);
+  });
+
+  test("a frame whose connection closes before it is written is never given back", async () => {
+    const body = new Uint8Array(16 * 1024 * 1024).fill(9);
+    let releases = 0;
+    const listener = await listen(() => releasable(body, () => releases++));
+    const client = await connect(listener.port);
+    client.socket.pause();
+    client.write(frame("big"));
+    await waitUntil(() => (listener.connectionStats()[0]?.queuedOutputBytes ?? 0) > 0, "output queued");
+    client.socket.terminate();
+    await waitUntil(() => listener.connectionStats().length === 0, "the server to drop the connection");
+    await settleEventLoop(10);
+    expect(releases).toBe(0);
+  });
+});
+
 describe("backpressure", () => {
   test("a client that does not read stops dispatch on its connection; reading resumes it", async () => {
     // Large enough that one response cannot fit in the loopback socket buffers of both ends.
