@@ -105,7 +105,7 @@ async function startBatchedSync(dataDir: string, log: Logger): Promise<WorkerSyn
  */
 async function connectToCluster(config: BrokerConfig, endpoints: readonly string[], fs: Fs, clock: Clock, log: Logger): Promise<ClusterMember> {
   const { clusterId } = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
-  return await ClusterMember.connect({ endpoints, clusterId, brokerId: config.brokerId, sessionTimeoutMs: config.brokerSessionTimeoutMs, clock, log });
+  return await ClusterMember.connect({ endpoints, clusterId, brokerId: config.brokerId, sessionTimeoutMs: config.brokerSessionTimeoutMs, clock, log, soleBroker: true });
 }
 
 async function serve(config: BrokerConfig): Promise<number> {

@@ -20,7 +20,7 @@ import { ConfigError, DecodeError, FatalError } from "../errors/errors.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { systemTimers, type Timers } from "../platform/timers.ts";
-import { BrokerDirectory, brokerMembership, DuplicateBrokerIdError, type RegisteredBroker } from "./broker-registry.ts";
+import { BrokerDirectory, brokerMembership, DuplicateBrokerIdError, listBrokers, type RegisteredBroker } from "./broker-registry.ts";
 import { brokerKey } from "./cluster-keys.ts";
 import { decodeBrokerRecord, type BrokerRegistration } from "./cluster-records.ts";
 import { EtcdClient } from "./etcd/etcd-client.ts";
@@ -50,6 +50,13 @@ export interface ClusterMemberOptions {
   /** Per attempt at one etcd endpoint; the client's default when absent. */
   requestTimeoutMs?: number;
   predecessorPollMs?: number;
+  /**
+   * Refuse to start while another broker of the cluster is live. Until partitions and coordinators move
+   * between brokers, two live brokers would both open, recover and write the same files of the shared
+   * data directory; the broker sets this, so that a second one is refused before it opens anything and
+   * can wait as a standby (docs/operations.md, "Cluster mode").
+   */
+  soleBroker?: boolean;
 }
 
 /** What the side-port and readiness report; plain data of this moment. */
@@ -140,6 +147,7 @@ export class ClusterMember implements ClusterStatusSource {
     const member = new ClusterMember(client, options);
     try {
       await member.waitForPredecessor();
+      if (options.soleBroker === true) await member.refuseWhileAnotherBrokerIsLive();
     } catch (error) {
       client.close();
       throw startupFailure(error, client.endpoints);
@@ -250,6 +258,17 @@ export class ClusterMember implements ClusterStatusSource {
         { brokerIds: after },
       );
     }
+  }
+
+  /** Throws a one-line ConfigError naming the live brokers when any broker but this one is registered. */
+  private async refuseWhileAnotherBrokerIsLive(): Promise<void> {
+    const { clusterId, brokerId } = this.options;
+    const others = (await listBrokers(this.client, clusterId)).brokers.filter((b) => b.brokerId !== brokerId);
+    if (others.length === 0) return;
+    const named = others.map((b) => `broker ${b.brokerId} at ${b.kafka.host}:${b.kafka.port}`).join(", ");
+    throw new ConfigError(
+      `${named} already serves cluster ${clusterId}; until partitions and coordinators move between brokers, one broker at a time serves a data directory (start this one again once that one has stopped: the template unit does so as a standby)`,
+    );
   }
 
   /**

@@ -1,10 +1,10 @@
 /**
  * Cluster mode in the compiled binary against a real etcd (tests/support/etcd.ts): `bunka serve --etcd`
- * registers and shows in /v1/cluster; two processes on one data directory with different broker ids see
- * each other in Metadata, DescribeCluster (raw frames and Apache's kafka-broker-api-versions) and
- * /v1/cluster; an unreachable etcd and a duplicate broker id are one line and exit 2; etcd stopped under a
- * running broker makes /ready fail and counts a lapse, etcd back makes it ready again; SIGTERM revokes the
- * lease, so the other broker drops it at once rather than after the TTL.
+ * registers and shows in /v1/cluster, Metadata and DescribeCluster (raw frames and Apache's
+ * kafka-broker-api-versions); a second broker on the same data directory while the first is live, an
+ * unreachable etcd and a duplicate broker id are one line and exit 2; SIGTERM revokes the lease, so a
+ * standby starts at once rather than after the TTL and serves what the first wrote; etcd stopped under a
+ * running broker makes /ready fail and counts a lapse, etcd back makes it ready again.
  *
  * Lease TTLs are short (broker.session.timeout.ms=2000) except where a test must tell a prompt drop from
  * an expiry (30 s).
@@ -122,51 +122,33 @@ describe("cluster mode, compiled binary", () => {
     });
   }, TIMEOUT);
 
-  test("a second broker on the same data directory: both see both in Metadata, DescribeCluster, kafka-broker-api-versions and /v1/cluster", async () => {
-    two = await startBroker(2, 30_000);
-    const twoBroker = two;
-    await withBrokerLog(join(dir, "broker-2.log"), async () => {
-      for (const broker of [one, twoBroker]) {
-        await until(`broker ${broker.port} lists both members`, 10_000, async () => ((await clusterView(broker)).members.length === 2 ? true : undefined));
-        const view = await clusterView(broker);
-        expect(memberIds(view)).toEqual([1, 2]);
-        expect(view.members.find((m) => m.self)!.kafka.port).toBe(broker.port);
-        expect(view.controllerId).toBe(1);
-      }
-      const expected = [
-        { nodeId: 1, host: "127.0.0.1", port: one.port, rack: null },
-        { nodeId: 2, host: "127.0.0.1", port: twoBroker.port, rack: null },
-      ];
-      for (const broker of [one, twoBroker]) {
-        const client = await WireClient.connect(broker.port);
-        try {
-          const created = await client.request(19, 7, { topics: [{ name: `t-${broker.port}`, numPartitions: 2, replicationFactor: 1, assignments: [], configs: [] }], timeoutMs: 5000 });
-          expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
-          const md = await client.request(3, 12, { topics: [{ name: `t-${broker.port}`, topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
-          expect(md.brokers.map((b: { nodeId: number; host: string; port: number; rack: string | null }) => ({ nodeId: b.nodeId, host: b.host, port: b.port, rack: b.rack }))).toEqual(expected);
-          expect(md.controllerId).toBe(1);
-          // Leadership is not moved yet: each broker still leads every partition it is asked about.
-          const self = broker === one ? 1 : 2;
-          expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([self, self]);
-          const dc = await client.request(60, 1, { includeClusterAuthorizedOperations: false, endpointType: 1 });
-          expect(dc.errorCode).toBe(ErrorCode.NONE);
-          expect(dc.controllerId).toBe(1);
-          expect(dc.brokers.map((b: { brokerId: number; port: number }) => [b.brokerId, b.port])).toEqual([
-            [1, one.port],
-            [2, twoBroker.port],
-          ]);
-        } finally {
-          client.close();
-        }
-      }
-      // Apache's own tool finds every broker from Metadata and asks each for its API versions.
-      const tool = await runKafkaTool("kafka-broker-api-versions", ["--bootstrap-server", twoBroker.bootstrap]);
-      expect(tool.code).toBe(0);
-      expect(tool.stdout).toContain(`127.0.0.1:${one.port} (id: 1 rack: null`);
-      expect(tool.stdout).toContain(`127.0.0.1:${twoBroker.port} (id: 2 rack: null`);
-      // The start-up log line says that clients must still use one broker.
-      expect(readFileSync(join(dir, "broker-2.log"), "utf8")).toMatch(/INFO {2}started mode=cluster .*members=\[1,2\] note=more than one broker is live: ownership and routing across brokers are not built yet, so clients must use one broker/);
-    });
+  test("a second broker while broker 1 serves the data directory: one line naming broker 1, exit 2, before it opens anything", async () => {
+    const result = await serveUntilExit(["--data-dir", dataDir, "--broker-id", "2", "--etcd", etcd.endpoint]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(
+      new RegExp(`^bunka: broker 1 at 127\\.0\\.0\\.1:${one.port} already serves cluster \\S+; until partitions and coordinators move between brokers, one broker at a time serves a data directory`),
+    );
+    expect(result.stderr.split("\n").filter((l) => l !== "")).toHaveLength(1);
+    expect(memberIds(await clusterView(one))).toEqual([1]);
+    // Broker 1 still answers Metadata and DescribeCluster alone, and leads every partition.
+    const client = await WireClient.connect(one.port);
+    try {
+      const created = await client.request(19, 7, { topics: [{ name: "solo", numPartitions: 2, replicationFactor: 1, assignments: [], configs: [] }], timeoutMs: 5000 });
+      expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
+      const md = await client.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+      expect(md.brokers.map((b: { nodeId: number; port: number }) => [b.nodeId, b.port])).toEqual([[1, one.port]]);
+      expect(md.controllerId).toBe(1);
+      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([1, 1]);
+      const dc = await client.request(60, 1, { includeClusterAuthorizedOperations: false, endpointType: 1 });
+      expect(dc.brokers.map((b: { brokerId: number; port: number }) => [b.brokerId, b.port])).toEqual([[1, one.port]]);
+    } finally {
+      client.close();
+    }
+    // Apache's own tool finds the broker from Metadata and asks it for its API versions.
+    const tool = await runKafkaTool("kafka-broker-api-versions", ["--bootstrap-server", one.bootstrap]);
+    expect(tool.code).toBe(0);
+    expect(tool.stdout).toContain(`127.0.0.1:${one.port} (id: 1 rack: null`);
   }, TIMEOUT);
 
   test("a third process with a broker id that is live: one line naming the holder, exit 2", async () => {
@@ -180,19 +162,38 @@ describe("cluster mode, compiled binary", () => {
     );
     // Within the holder's 2 s TTL and etcd's expiry slack.
     expect(Date.now() - startedMs).toBeLessThan(10_000);
-    expect(memberIds(await clusterView(one))).toEqual([1, 2]);
+    expect(memberIds(await clusterView(one))).toEqual([1]);
   }, TIMEOUT);
 
-  test("SIGTERM revokes the lease: the other broker drops it at once, not after its 30 s TTL", async () => {
-    const leaving = two!;
-    const signalledMs = Date.now();
-    leaving.proc.kill("SIGTERM");
-    expect(await leaving.exited).toBe(0);
-    await until("broker 1 no longer lists broker 2", 5_000, async () => (memberIds(await clusterView(one)).length === 1 ? true : undefined), 20);
-    expect(Date.now() - signalledMs).toBeLessThan(5_000);
+  test("SIGTERM revokes the lease: a standby starts at once, not after the TTL; broker 1 takes over again the same way", async () => {
+    // Broker 1 (2 s TTL) leaves; broker 2 (30 s TTL) starts right after, on the same data directory.
+    let signalledMs = Date.now();
+    one.proc.kill("SIGTERM");
+    expect(await one.exited).toBe(0);
+    const clusterId = (JSON.parse(readFileSync(join(dataDir, "__cluster", "cluster.json"), "utf8")) as { body: { clusterId: string } }).body.clusterId;
+    expect((await listBrokers(etcdClient, clusterId)).brokers).toEqual([]);
+    two = await startBroker(2, 30_000);
+    expect(Date.now() - signalledMs).toBeLessThan(10_000);
+    expect(memberIds(await clusterView(two))).toEqual([2]);
+    // What broker 1 wrote is served by broker 2.
+    const client = await WireClient.connect(two.port);
+    try {
+      const md = await client.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+      expect(md.topics[0].errorCode).toBe(ErrorCode.NONE);
+      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2]);
+    } finally {
+      client.close();
+    }
+    // And back: broker 2's 30 s lease is revoked at its SIGTERM, so broker 1 need not wait for it.
+    signalledMs = Date.now();
+    two.proc.kill("SIGTERM");
+    expect(await two.exited).toBe(0);
+    two = undefined;
+    expect((await listBrokers(etcdClient, clusterId)).brokers).toEqual([]);
+    one = await startBroker(1, 2000);
+    expect(Date.now() - signalledMs).toBeLessThan(10_000);
     expect(memberIds(await clusterView(one))).toEqual([1]);
     expect(await metric(one, "bunka_cluster_members")).toBe(1);
-    two = undefined;
   }, TIMEOUT);
 
   test("etcd stopped under a running broker: /ready 503 with the reason and a lapse counted; etcd back: ready again", async () => {

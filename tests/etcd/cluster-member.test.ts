@@ -93,6 +93,22 @@ describe("cluster member", () => {
     expect((await listBrokers(client, cluster)).brokers.map((b) => b.brokerId)).toEqual([1]);
   });
 
+  test("soleBroker: refused in one line naming the live broker; once it has left, the standby connects", async () => {
+    const cluster = newCluster();
+    const one = await joined(cluster, 1, 19092);
+    const message = await configError(() => connected(cluster, 2, { soleBroker: true }));
+    expect(message).toBe(
+      `broker 1 at 127.0.0.1:19092 already serves cluster ${cluster}; until partitions and coordinators move between brokers, one broker at a time serves a data directory (start this one again once that one has stopped: the template unit does so as a standby)`,
+    );
+    // Without the option (the directory's own tests), the same join goes on.
+    const other = await connected(cluster, 3);
+    expect(other).toBeDefined();
+    await one.leave();
+    const standby = await connected(cluster, 2, { soleBroker: true });
+    await standby.join(registration(2, 29092));
+    expect(standby.status().members.map((m) => m.brokerId)).toEqual([2]);
+  });
+
   test("an unreachable etcd is one line naming each endpoint and why", async () => {
     const closedPort = freePort();
     const message = await configError(() => connected(newCluster(), 1, { endpoints: [`http://127.0.0.1:${closedPort}`, "http://nosuchhost.invalid:2379"] }));
