@@ -128,6 +128,11 @@ def decide(producer, bootstrap, topic, prefix, partitions, n, end, group=None, o
     producer.begin_transaction()
     for i in range(n):
         producer.produce(topic, key=f"{prefix}-0-{i}", value=f"{prefix}-0-{i}", partition=i % partitions)
+    # Every record in the log before the decision: abort_transaction purges what is still queued or in
+    # flight, so without this an abort could end a transaction whose records were never written.
+    remaining = producer.flush(CALL_TIMEOUT_S)
+    if remaining > 0:
+        raise SystemExit(f"{remaining} records not delivered before the decision")
     if group is not None:
         # The group's metadata comes from a consumer; one that never subscribes sends the offsets as a
         # copier outside the group would (generation -1).
