@@ -1,6 +1,6 @@
 /**
  * The WebAssembly kernels (kernels/, Rust; docs/architecture.md, "Codecs and kernels"): LZ4's block decoder
- * and compressor, 4 and 2.6 times as fast as their TypeScript twins in lz4.ts on Kafka-like records.
+ * and compressor, 2.6-4 and 2.1-2.6 times as fast as their TypeScript twins in lz4.ts (docs/benchmarks.md).
  * The module is embedded in the binary (generated/kernels-wasm.ts) and instantiated once per thread;
  * it needs no imports. Where WebAssembly is missing or the module does not instantiate, `lz4Kernels` is
  * null and lz4.ts uses its TypeScript twins, which give the same results.
