@@ -11,10 +11,16 @@
 
 /** Frames smaller than this are not worth a pooled buffer. */
 export const POOLED_FRAME_BYTES_MIN = 256 * 1024;
-/** Buffers larger than this are not kept. */
-const POOLED_FRAME_BYTES_MAX = 64 * 1024 * 1024;
-/** Idle buffers kept; more answers in flight at once than this allocate and drop theirs. */
-const IDLE_FRAMES_MAX = 4;
+/**
+ * Frames larger than this get fresh memory, as every frame did before: a pooled buffer is rounded up and
+ * kept while idle, which the response-bytes bounds (net/kafka-listener.ts) do not count, so the pool is
+ * kept to what a consumer's ordinary Fetch answers need (16 partitions of 1 MiB each, the Java defaults,
+ * come to a little over 16 MiB; a 50 MiB answer would have kept 64 MiB).
+ */
+export const POOLED_FRAME_BYTES_MAX = 32 * 1024 * 1024;
+/** Idle buffers kept (at most 64 MiB); more answers in flight at once than this allocate and drop theirs. */
+const IDLE_FRAMES_MAX = 2;
+const MiB = 1024 * 1024;
 
 /**
  * A registered symbol, so that the listener (net/, which must not import protocol's pool) finds the
@@ -26,8 +32,12 @@ export type ReleasableFrame = Uint8Array & { [releaseFrameAfterWrite]?: () => vo
 export class FrameBufferPool {
   private readonly idle: Uint8Array[] = [];
 
-  /** A buffer of at least `bytes` (a power of two from POOLED_FRAME_BYTES_MIN), warm when one is idle. */
+  /**
+   * A buffer of at least `bytes` (at most POOLED_FRAME_BYTES_MAX), warm when one is idle: up to 1 MiB a
+   * power of two from POOLED_FRAME_BYTES_MIN, above it whole MiB, so that rounding wastes at most 1 MiB.
+   */
   acquire(bytes: number): Uint8Array {
+    if (bytes > POOLED_FRAME_BYTES_MAX) throw new RangeError(`a pooled frame holds at most ${POOLED_FRAME_BYTES_MAX} bytes, not ${bytes}`);
     let best = -1;
     for (let i = 0; i < this.idle.length; i++) {
       const length = this.idle[i]!.length;
@@ -35,7 +45,8 @@ export class FrameBufferPool {
     }
     if (best >= 0) return this.idle.splice(best, 1)[0]!;
     let size = POOLED_FRAME_BYTES_MIN;
-    while (size < bytes) size *= 2;
+    while (size < bytes && size < MiB) size *= 2;
+    if (size < bytes) size = Math.ceil(bytes / MiB) * MiB;
     return new Uint8Array(size);
   }
 

@@ -7,7 +7,7 @@ import { apiCodecsByKey } from "./generated/index.ts";
 import { decodeRequestHeader, type RequestHeader } from "./generated/request-header.ts";
 import { encodeResponseHeader } from "./generated/response-header.ts";
 import { Reader } from "./reader.ts";
-import { type FrameBufferPool, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "./frame-pool.ts";
+import { type FrameBufferPool, POOLED_FRAME_BYTES_MAX, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "./frame-pool.ts";
 import { Writer } from "./writer.ts";
 
 export const API_VERSIONS_KEY = 18;
@@ -53,7 +53,7 @@ const reservedSizePrefix = Symbol.for("bunka.reservedSizePrefix");
 
 /**
  * Encodes header + body into one buffer, the view starting after 4 bytes reserved for the size prefix.
- * With a `pool` and a `sizeHint` of at least POOLED_FRAME_BYTES_MIN (an upper bound of the frame), the frame
+ * With a `pool` and a `sizeHint` (an upper bound of the frame) from POOLED_FRAME_BYTES_MIN to _MAX, the frame
  * is encoded into a pooled buffer and carries the function that gives it back once written
  * (frame-pool.ts).
  */
@@ -65,7 +65,7 @@ export function encodeResponseFrame(
   sizeHint = 256,
   pool?: FrameBufferPool,
 ): Uint8Array {
-  const pooled = pool !== undefined && sizeHint >= POOLED_FRAME_BYTES_MIN ? pool.acquire(sizeHint) : undefined;
+  const pooled = pool !== undefined && sizeHint >= POOLED_FRAME_BYTES_MIN && sizeHint <= POOLED_FRAME_BYTES_MAX ? pool.acquire(sizeHint) : undefined;
   const w = new Writer(pooled ?? sizeHint);
   w.int32(0);
   encodeResponseHeader(w, responseHeaderVersion(apiKey, apiVersion), { correlationId });

@@ -1,6 +1,6 @@
 /** protocol/frame-pool.ts and the pooled frames of encodeResponseFrame. */
 import { describe, expect, test } from "bun:test";
-import { FrameBufferPool, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "../../../src/protocol/frame-pool.ts";
+import { FrameBufferPool, POOLED_FRAME_BYTES_MAX, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "../../../src/protocol/frame-pool.ts";
 import { encodeResponseFrame } from "../../../src/protocol/header.ts";
 
 describe("FrameBufferPool", () => {
@@ -13,14 +13,18 @@ describe("FrameBufferPool", () => {
     expect(pool.acquire(400 * 1024)).toBe(a);
     // Taken again: not handed out twice.
     expect(pool.acquire(400 * 1024)).not.toBe(a);
+    // Above 1 MiB, whole MiB; above the maximum, no pooled buffer at all.
+    expect(pool.acquire(3.5 * 1024 * 1024).length).toBe(4 * 1024 * 1024);
+    expect(pool.acquire(POOLED_FRAME_BYTES_MAX).length).toBe(POOLED_FRAME_BYTES_MAX);
+    expect(() => pool.acquire(POOLED_FRAME_BYTES_MAX + 1)).toThrow(RangeError);
   });
 
-  test("keeps at most four idle buffers, the largest ones", () => {
+  test("keeps at most two idle buffers, the largest ones", () => {
     const pool = new FrameBufferPool();
-    const sizes = [1, 2, 4, 8, 16].map((mib) => pool.acquire(mib * 1024 * 1024));
-    for (const buffer of sizes) pool.release(buffer);
-    expect(pool.idleCount).toBe(4);
-    expect(pool.acquire(900 * 1024)).toBe(sizes[1]!);
+    const buffers = [1, 2, 4].map((mib) => pool.acquire(mib * 1024 * 1024));
+    for (const buffer of buffers) pool.release(buffer);
+    expect(pool.idleCount).toBe(2);
+    expect(pool.acquire(900 * 1024)).toBe(buffers[1]!);
   });
 });
 
@@ -41,9 +45,11 @@ describe("encodeResponseFrame with a pool", () => {
     expect(next.buffer).toBe(frame.buffer);
   });
 
-  test("a small hint uses fresh memory, and a hint too short gives the pooled buffer back at once", () => {
+  test("a small hint and one above the maximum use fresh memory, and a hint too short gives the pooled buffer back at once", () => {
     const pool = new FrameBufferPool();
     expect(encode(pool, 10, 1000)[releaseFrameAfterWrite]).toBeUndefined();
+    expect(encode(pool, 10, POOLED_FRAME_BYTES_MAX + 1)[releaseFrameAfterWrite]).toBeUndefined();
+    expect(pool.idleCount).toBe(0);
     const grown = encode(pool, POOLED_FRAME_BYTES_MIN * 2, POOLED_FRAME_BYTES_MIN);
     expect(grown[releaseFrameAfterWrite]).toBeUndefined();
     expect(grown.length).toBeGreaterThan(POOLED_FRAME_BYTES_MIN * 2);
