@@ -50,7 +50,7 @@ import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-
 import { readPartitionFully } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
-import { describeTxn, latestOffset, markerKinds } from "../support/txn-requests.ts";
+import { describeSettledTxn, describeTxn, latestOffset, markerKinds } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
@@ -260,7 +260,7 @@ async function zombieScenario(name: ClientName, latePartition: number): Promise<
   else if (name === "franz-go") expectFranzGoFenced(a, latePartition);
   else expectPlatformaticFenced(a, latePartition);
 
-  const after = await describeTxn(client, id);
+  const after = await describeSettledTxn(client, id);
   expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId, topics: [] });
   expect(after.producerEpoch).toBeGreaterThan(before.producerEpoch);
 

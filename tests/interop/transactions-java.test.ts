@@ -45,7 +45,7 @@ import { faultTestDir } from "../support/fault-support.ts";
 import { decodeRecordSet, readPartitionFully, utf8, type DecodedBatch } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
-import { describeTxn, isAbortMarker, isCommitMarker, latestOffset, markerKinds } from "../support/txn-requests.ts";
+import { describeSettledTxn, describeTxn, isAbortMarker, isCommitMarker, latestOffset, markerKinds } from "../support/txn-requests.ts";
 import { WireClient } from "../support/wire-client.ts";
 import { until } from "../support/wait.ts";
 
@@ -246,7 +246,7 @@ describe("the Java transactional producer and consumer against bunka", () => {
     printed(/^EXCEPTION (commit|abort) org\.apache\.kafka\.common\.errors\.ProducerFencedException\b/m);
     expect(out).not.toMatch(/^(SENT|COMMITTED|ABORTED) /m);
 
-    const after = await describeTxn(client, id);
+    const after = await describeSettledTxn(client, id);
     expect(after).toMatchObject({ errorCode: ErrorCode.NONE, transactionState: "CompleteCommit", producerId: before.producerId });
     expect(after.producerEpoch).toBeGreaterThan(before.producerEpoch);
 

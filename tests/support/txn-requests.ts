@@ -2,6 +2,7 @@
 import { expect } from "bun:test";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import type { DecodedBatch } from "./record-decoder.ts";
+import { until } from "./wait.ts";
 import type { WireClient } from "./wire-client.ts";
 
 /** ListOffsets LATEST: the LSO (read_committed) or the high watermark. */
@@ -19,6 +20,18 @@ export async function latestOffset(c: WireClient, topic: string, readCommitted: 
 export async function describeTxn(c: WireClient, transactionalId: string): Promise<any> {
   const res = await c.request(65, 0, { transactionalIds: [transactionalId] });
   return res.transactionStates[0];
+}
+
+/**
+ * describeTxn once the transaction is no longer PrepareCommit/PrepareAbort. EndTxn is answered once the
+ * decision is durable and the markers follow (as in Apache Kafka), so a client's commit may return while
+ * DescribeTransactions still shows the Prepare state for a moment.
+ */
+export async function describeSettledTxn(c: WireClient, transactionalId: string, timeoutMs = 10_000): Promise<any> {
+  return await until(`${transactionalId} past its Prepare state`, timeoutMs, async () => {
+    const state = await describeTxn(c, transactionalId);
+    return state.transactionState === "PrepareCommit" || state.transactionState === "PrepareAbort" ? undefined : state;
+  });
 }
 
 /** Whether a batch is a COMMIT (control key type 1) or ABORT (type 0) marker. */
