@@ -76,7 +76,7 @@ const AHEAD = 200;
 /**
  * After the last kill the lines go out one chunk per this many ms (40 chunks: 4 s), so that the last run
  * commits through several of Streams' 1 s repartition purge intervals (it purges at a commit once the
- * interval has passed) and purges every partition before it is stopped. Load shaping, not a wait.
+ * interval has passed) on every partition; the test also waits for those purges before it stops the run.
  */
 const FINAL_CHUNK_PACE_MS = 100;
 /**
@@ -308,6 +308,17 @@ describe(`Kafka Streams word count, exactly_once_v2, SIGKILLed ${KILLS} times ($
           return fed && [...expected].every(([word, n]) => latest.get(word) === n);
         },
         120_000,
+        200,
+      );
+      // Streams deletes the repartition records it has consumed at its commits (every second here): wait,
+      // while the last run still runs, until it has done so on every partition (checked again below).
+      await waitForCondition(
+        "Streams to purge every repartition partition",
+        async () => {
+          if (last.exitCode !== null) throw new Error(`${last.label} exited (${last.exitCode})\n${last.diagnostics()}`);
+          return (await startOffsets(t.port, REPARTITION, PARTITIONS)).every((offset) => offset > 0);
+        },
+        30_000,
         200,
       );
       // A JVM ended by SIGTERM exits 143 after its shutdown hooks ran; CLOSED says Streams' close returned.
