@@ -9,7 +9,8 @@
  * Partitions and coordinator slots are not assigned to brokers yet, so this broker still leads every
  * partition and owns every slot, as in single-broker mode: clients must keep to one broker.
  */
-import type { BrokerEndpoint, Ownership } from "./ownership.ts";
+import type { OwnedResource } from "./cluster-keys.ts";
+import type { BrokerEndpoint, Ownership, Standing } from "./ownership.ts";
 
 export class ClusterOwnership implements Ownership {
   private self: BrokerEndpoint;
@@ -47,5 +48,13 @@ export class ClusterOwnership implements Ownership {
 
   slotOwner(): number {
     return this.selfId;
+  }
+
+  standing(): Standing {
+    return { state: "owned", epoch: 0 };
+  }
+
+  mayAct(_resource: OwnedResource, epoch: number): boolean {
+    return epoch === 0;
   }
 }

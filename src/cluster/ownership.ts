@@ -3,6 +3,8 @@
  * cluster mode"). Handlers ask this port and never assume; single-broker mode is one implementation, the
  * shared-volume cluster another.
  */
+import type { OwnedResource } from "./cluster-keys.ts";
+
 export const SLOT_COUNT = 50;
 
 export interface BrokerEndpoint {
@@ -20,9 +22,35 @@ export interface Ownership {
   controllerId(): number;
   /** Leader of a partition, or -1 when none is known. */
   partitionLeader(topic: string, partition: number): number;
-  /** The broker that owns slot N of the transaction or group coordinator. */
+  /** The broker that owns slot N of the transaction or group coordinator, or -1 when none is known. */
   slotOwner(kind: "txn" | "group", slot: number): number;
+  /**
+   * This broker's standing for a resource (docs/architecture.md, "Ownership and cluster mode"):
+   * - `owned`: it owns the resource at `epoch` and may serve it;
+   * - `loading`: it owns it at `epoch` and is opening it (take-over): answer a retriable error
+   *   (COORDINATOR_LOAD_IN_PROGRESS for slots, NOT_LEADER_OR_FOLLOWER for partitions);
+   * - `leaving`: it is handing it over (or its lease lapsed): answer NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR;
+   * - `elsewhere`: another broker owns it, or nobody does yet (`brokerId` -1).
+   * The epoch of a partition is its leader epoch (int32, starts at 0 in single-broker mode and only grows),
+   * of a slot the coordinator epoch.
+   */
+  standing(resource: OwnedResource): Standing;
+  /**
+   * Whether this broker may still act for `resource` at `epoch`: it owns it at that epoch and its lease is
+   * valid by its own monotonic clock, now. Checked before a write, and again once the write is durable and
+   * before it is acknowledged; false means answer a retriable error instead of acknowledging.
+   */
+  mayAct(resource: OwnedResource, epoch: number): boolean;
 }
+
+export type Standing =
+  | { state: "owned"; epoch: number }
+  | { state: "loading"; epoch: number }
+  | { state: "leaving"; epoch: number }
+  | { state: "elsewhere"; brokerId: number };
+
+/** Single-broker mode's standing: everything owned at epoch 0. */
+const OWNED_AT_ZERO: Standing = Object.freeze({ state: "owned", epoch: 0 });
 
 /** One broker that owns everything. Its advertised endpoint is set once the listener is bound. */
 export class SingleBrokerOwnership implements Ownership {
@@ -44,6 +72,12 @@ export class SingleBrokerOwnership implements Ownership {
   }
   slotOwner(): number {
     return this.selfId;
+  }
+  standing(): Standing {
+    return OWNED_AT_ZERO;
+  }
+  mayAct(_resource: OwnedResource, epoch: number): boolean {
+    return epoch === 0;
   }
 }
 

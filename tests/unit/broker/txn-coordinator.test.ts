@@ -7,7 +7,8 @@
  * verifier index, and TxnOffsetCommit's check.
  */
 import { describe, expect, test } from "bun:test";
-import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";
+import type { BrokerEndpoint, Ownership, Standing } from "../../../src/cluster/ownership.ts";
+import type { OwnedResource } from "../../../src/cluster/cluster-keys.ts";
 import { slotOf } from "../../../src/cluster/ownership.ts";
 import type { MarkerSpec, MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
 import { TxnCoordinator, verifyGroup, type EndTxnPhase, type TxnObserver, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
@@ -42,6 +43,14 @@ class FakeOwnership implements Ownership {
   }
   slotOwner(kind: "txn" | "group", slot: number): number {
     return kind === "txn" ? (this.txnSlotOwners.get(slot) ?? this.selfId) : this.selfId;
+  }
+  standing(resource: OwnedResource): Standing {
+    const owner = resource.kind === "partition" ? this.partitionLeader(resource.topic, resource.partition) : this.slotOwner(resource.kind, resource.slot);
+    return owner === this.selfId ? { state: "owned", epoch: 0 } : { state: "elsewhere", brokerId: owner };
+  }
+  mayAct(resource: OwnedResource, epoch: number): boolean {
+    const standing = this.standing(resource);
+    return standing.state === "owned" && standing.epoch === epoch;
   }
 }
 

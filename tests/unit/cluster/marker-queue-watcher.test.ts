@@ -6,7 +6,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { MarkerQueueWatcher, type MarkerSpec, type MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
-import type { BrokerEndpoint, Ownership } from "../../../src/cluster/ownership.ts";
+import type { BrokerEndpoint, Ownership, Standing } from "../../../src/cluster/ownership.ts";
+import type { OwnedResource } from "../../../src/cluster/cluster-keys.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { MarkerQueue, type QueuedMarkers } from "../../../src/storage/marker-queue.ts";
@@ -26,8 +27,16 @@ class FakeOwnership implements Ownership {
   partitionLeader(topic: string, partition: number): number {
     return this.leaders.get(`${topic}-${partition}`) ?? this.selfId;
   }
-  slotOwner(): number {
+  slotOwner(_kind: "txn" | "group", _slot: number): number {
     return 0;
+  }
+  standing(resource: OwnedResource): Standing {
+    const owner = resource.kind === "partition" ? this.partitionLeader(resource.topic, resource.partition) : this.slotOwner(resource.kind, resource.slot);
+    return owner === this.selfId ? { state: "owned", epoch: 0 } : { state: "elsewhere", brokerId: owner };
+  }
+  mayAct(resource: OwnedResource, epoch: number): boolean {
+    const standing = this.standing(resource);
+    return standing.state === "owned" && standing.epoch === epoch;
   }
 }
 
