@@ -7,6 +7,8 @@
  *   /bunka/<clusterId>/owners/partition/<topic>-<n>  the owner of a partition, under the owner's lease
  *   /bunka/<clusterId>/owners/txn/<slot>             the owner of a transaction coordinator slot
  *   /bunka/<clusterId>/owners/group/<slot>           the owner of a group coordinator slot
+ *   /bunka/<clusterId>/epochs/<kind>/<id>            the last epoch a claim of the resource was given
+ *                                                    (no lease: it outlives every owner)
  */
 import { ConfigError } from "../errors/errors.ts";
 import { SLOT_COUNT } from "./ownership.ts";
@@ -65,6 +67,11 @@ export function resourceId(resource: OwnedResource): string {
   }
   if (!Number.isInteger(resource.slot) || resource.slot < 0 || resource.slot >= SLOT_COUNT) throw new RangeError(`${resource.kind} slot ${resource.slot} is not in 0..${SLOT_COUNT - 1}`);
   return String(resource.slot);
+}
+
+/** The key holding a resource's last epoch; it has no lease, so epochs keep growing across owners. */
+export function epochKey(clusterId: string, resource: OwnedResource): string {
+  return `${clusterPrefix(clusterId)}epochs/${resource.kind}/${resourceId(resource)}`;
 }
 
 export function ownerKey(clusterId: string, resource: OwnedResource): string {

@@ -9,6 +9,7 @@ import { CorruptStateError } from "../errors/errors.ts";
 
 export const BROKER_RECORD_FORMAT = "bunka-broker";
 export const OWNER_RECORD_FORMAT = "bunka-owner";
+export const EPOCH_RECORD_FORMAT = "bunka-epoch";
 export const RECORD_VERSION = 1;
 /** Versions a reader accepts: the current one (and the previous one, once a version 2 exists). */
 const READABLE_VERSIONS = new Set([RECORD_VERSION]);
@@ -28,9 +29,11 @@ export interface BrokerRegistration {
   rack: string | null;
 }
 
-/** The value of an owner key; who holds it under which lease and epoch comes from the key's metadata. */
+/** The value of an owner key: who holds it, at which epoch; under which lease comes from the key's metadata. */
 export interface OwnerRecordValue {
   brokerId: number;
+  /** The fencing epoch of this claim (a partition's leader epoch, a slot's coordinator epoch): 1 and up. */
+  epoch: number;
 }
 
 type Json = Record<string, unknown>;
@@ -79,11 +82,26 @@ export function decodeBrokerRecord(key: string, value: string): BrokerRegistrati
   };
 }
 
+/** Epochs are Kafka's int32 leader and coordinator epochs; 0 is single-broker mode's, so claims start at 1. */
+function epochField(key: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > 0x7fffffff) throw new CorruptStateError(`etcd key ${key}`, `epoch ${JSON.stringify(value)} is not a positive int32`);
+  return value;
+}
+
 export function encodeOwnerRecord(value: OwnerRecordValue): string {
-  return JSON.stringify({ format: OWNER_RECORD_FORMAT, version: RECORD_VERSION, brokerId: value.brokerId });
+  return JSON.stringify({ format: OWNER_RECORD_FORMAT, version: RECORD_VERSION, brokerId: value.brokerId, epoch: value.epoch });
 }
 
 export function decodeOwnerRecord(key: string, value: string): OwnerRecordValue {
   const record = parseRecord(key, value, OWNER_RECORD_FORMAT);
-  return { brokerId: brokerIdField(key, record.brokerId) };
+  return { brokerId: brokerIdField(key, record.brokerId), epoch: epochField(key, record.epoch) };
+}
+
+/** The value of a resource's epoch key: the last epoch any claim of it was given. */
+export function encodeEpochRecord(epoch: number): string {
+  return JSON.stringify({ format: EPOCH_RECORD_FORMAT, version: RECORD_VERSION, epoch });
+}
+
+export function decodeEpochRecord(key: string, value: string): number {
+  return epochField(key, parseRecord(key, value, EPOCH_RECORD_FORMAT).epoch);
 }

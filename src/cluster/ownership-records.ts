@@ -4,19 +4,25 @@
  * attached to the owner's lease.
  *
  * - A claim creates the key only if it does not exist (txn on create_revision == 0), under the claimer's
- *   lease. The key's create_revision is the owner's **fencing epoch**: etcd's revision grows with every
- *   write, so each new claim of a resource has a larger epoch than every claim before it, whoever made it.
- * - The key goes when its owner releases it (a delete guarded by the owner's lease and epoch, so that a
- *   former owner cannot delete its successor's key) or when the owner's lease ends, which is what makes a
- *   crashed owner's resources free again.
+ *   lease, and in the same txn raises the resource's epoch key (`/bunka/<clusterId>/epochs/<kind>/<id>`,
+ *   no lease) by one, guarded by that key's mod_revision. The owner record carries that number: the
+ *   owner's **fencing epoch**, Kafka's int32 leader epoch of a partition or coordinator epoch of a slot.
+ *   Each claim of a resource gets an epoch above every earlier claim's, whoever made it, and epochs stay
+ *   small and dense (etcd's revision, which grows with every write of the whole cluster, would not fit
+ *   an int32 for long). A claim that lost the race for the epoch key only (someone claimed and released
+ *   in between, or the claim was the first try, made as if the resource had never been claimed) is made
+ *   again with the epoch key the failed txn read.
+ * - The key goes when its owner releases it (a delete guarded by the owner's lease and the key's
+ *   create_revision, so that a former owner cannot delete its successor's key) or when the owner's lease
+ *   ends, which is what makes a crashed owner's resources free again.
  * - A watch on the prefix tells every broker when an owner key goes away (and who held it).
  *
  * What a claim or a release found is data; only an etcd that gave no answer is an error.
  */
 import { FatalError } from "../errors/errors.ts";
 import type { Logger } from "../platform/logger.ts";
-import { ownerKey, ownersPrefix, resourceOfKey, type OwnedResource, type ResourceKind } from "./cluster-keys.ts";
-import { decodeOwnerRecord, encodeOwnerRecord } from "./cluster-records.ts";
+import { epochKey, ownerKey, ownersPrefix, resourceOfKey, type OwnedResource, type ResourceKind } from "./cluster-keys.ts";
+import { decodeEpochRecord, decodeOwnerRecord, encodeEpochRecord, encodeOwnerRecord } from "./cluster-records.ts";
 import type { EtcdClient } from "./etcd/etcd-client.ts";
 import { EtcdServerError, EtcdUnavailableError } from "./etcd/etcd-errors.ts";
 import { EtcdWatch } from "./etcd/etcd-watch.ts";
@@ -27,13 +33,21 @@ export interface OwnerRecord {
   resource: OwnedResource;
   brokerId: number;
   leaseId: bigint;
-  /** The owner key's create_revision. */
-  epoch: bigint;
+  /** The claim's fencing epoch (1 and up). */
+  epoch: number;
+  /** The owner key's create_revision: what a release compares, so that it deletes this claim only. */
+  revision: bigint;
+}
+
+/** What a release needs to know about the claim it ends. */
+export interface ClaimHandle {
+  leaseId: bigint;
+  revision: bigint;
 }
 
 export type ClaimOutcome =
   /** This lease owns the resource at `epoch` (just claimed, or claimed before under the same lease). */
-  | { kind: "claimed"; epoch: bigint }
+  | { kind: "claimed"; epoch: number; revision: bigint }
   /** Someone else owns it. */
   | { kind: "held"; owner: OwnerRecord }
   /** The claimer's lease no longer exists: nothing can be claimed under it. */
@@ -48,10 +62,14 @@ export interface OwnerWatchHandlers {
   onReset?(owners: OwnerRecord[]): void;
 }
 
+/** Claims that lose only the race for the epoch key are made again; this many tries is a storm, not bad luck. */
+const EPOCH_RACE_TRIES_MAX = 32;
+
 function ownerOf(clusterId: string, kv: KeyValue): OwnerRecord | null {
   const resource = resourceOfKey(clusterId, kv.key);
   if (resource === undefined) return null;
-  return { resource, brokerId: decodeOwnerRecord(kv.key, kv.value).brokerId, leaseId: kv.lease, epoch: kv.createRevision };
+  const value = decodeOwnerRecord(kv.key, kv.value);
+  return { resource, brokerId: value.brokerId, leaseId: kv.lease, epoch: value.epoch, revision: kv.createRevision };
 }
 
 export class OwnershipRecords {
@@ -67,39 +85,62 @@ export class OwnershipRecords {
    */
   async claim(resource: OwnedResource, brokerId: number, leaseId: bigint): Promise<ClaimOutcome> {
     const key = ownerKey(this.clusterId, resource);
-    let existing: KeyValue | undefined;
-    try {
-      const answer = await this.client.txn({
-        compare: [{ key, target: "create", createRevision: 0n }],
-        success: [{ op: "put", key, value: encodeOwnerRecord({ brokerId }), lease: leaseId }],
-        failure: [{ op: "range", key }],
-      });
-      // The put is the txn's only write, so the revision it created is the key's create_revision.
-      if (answer.succeeded) return { kind: "claimed", epoch: answer.header.revision };
-      const range = answer.responses[0];
-      existing = range?.op === "range" ? range.kvs[0] : undefined;
-    } catch (error) {
-      if (error instanceof EtcdServerError && error.leaseNotFound) return { kind: "lease-gone" };
-      if (!(error instanceof EtcdUnavailableError && error.outcomeUnknown)) throw error;
-      existing = (await this.client.range(key)).kvs[0];
-      if (existing === undefined) throw error;
+    const epochsKey = epochKey(this.clusterId, resource);
+    // The first try assumes a resource never claimed (one round trip for those); a failed compare reads
+    // the epoch key back, and the next try uses it.
+    let epochKv: KeyValue | undefined;
+    for (let tries = 0; tries < EPOCH_RACE_TRIES_MAX; tries++) {
+      const last = epochKv === undefined ? 0 : decodeEpochRecord(epochsKey, epochKv.value);
+      if (last >= 0x7fffffff) throw new FatalError(`etcd key ${epochsKey}: epoch ${last} cannot grow within an int32`);
+      const epoch = last + 1;
+      let existing: KeyValue | undefined;
+      try {
+        const answer = await this.client.txn({
+          compare: [
+            { key, target: "create", createRevision: 0n },
+            { key: epochsKey, target: "mod", modRevision: epochKv?.modRevision ?? 0n },
+          ],
+          success: [
+            { op: "put", key, value: encodeOwnerRecord({ brokerId, epoch }), lease: leaseId },
+            { op: "put", key: epochsKey, value: encodeEpochRecord(epoch) },
+          ],
+          failure: [
+            { op: "range", key },
+            { op: "range", key: epochsKey },
+          ],
+        });
+        // The txn's writes all happen at its one revision, so that is the owner key's create_revision.
+        if (answer.succeeded) return { kind: "claimed", epoch, revision: answer.header.revision };
+        const ranges = answer.responses.map((r) => (r.op === "range" ? r.kvs[0] : undefined));
+        existing = ranges[0];
+        if (existing === undefined) {
+          // No owner, but the epoch key moved since it was read: someone claimed and released. Again.
+          epochKv = ranges[1];
+          continue;
+        }
+      } catch (error) {
+        if (error instanceof EtcdServerError && error.leaseNotFound) return { kind: "lease-gone" };
+        if (!(error instanceof EtcdUnavailableError && error.outcomeUnknown)) throw error;
+        existing = (await this.client.range(key)).kvs[0];
+        if (existing === undefined) throw error;
+      }
+      const owner = ownerOf(this.clusterId, existing)!;
+      if (existing.lease === leaseId) return { kind: "claimed", epoch: owner.epoch, revision: owner.revision };
+      return { kind: "held", owner };
     }
-    // The failure branch read the key in the same revision the compare failed at, so it exists.
-    if (existing === undefined) throw new FatalError(`etcd txn on ${key} failed its compare but the key is not there`);
-    if (existing.lease === leaseId) return { kind: "claimed", epoch: existing.createRevision };
-    return { kind: "held", owner: ownerOf(this.clusterId, existing)! };
+    throw new FatalError(`etcd: claiming ${key} lost the race for its epoch key ${EPOCH_RACE_TRIES_MAX} times in a row`);
   }
 
   /**
-   * Releases a claim: deletes the key only while it is still this claim (same lease, same epoch). Resolves
-   * false when it was not (already released, expired, or claimed again by someone else).
+   * Releases a claim: deletes the key only while it is still this claim (same lease, same create_revision).
+   * Resolves false when it was not (already released, expired, or claimed again by someone else).
    */
-  async release(resource: OwnedResource, claim: { leaseId: bigint; epoch: bigint }): Promise<boolean> {
+  async release(resource: OwnedResource, claim: ClaimHandle): Promise<boolean> {
     const key = ownerKey(this.clusterId, resource);
     try {
       const answer = await this.client.txn({
         compare: [
-          { key, target: "create", createRevision: claim.epoch },
+          { key, target: "create", createRevision: claim.revision },
           { key, target: "lease", lease: claim.leaseId },
         ],
         success: [{ op: "delete", key }],
@@ -108,7 +149,7 @@ export class OwnershipRecords {
     } catch (error) {
       if (!(error instanceof EtcdUnavailableError && error.outcomeUnknown)) throw error;
       const current = (await this.client.range(key)).kvs[0];
-      if (current !== undefined && current.createRevision === claim.epoch && current.lease === claim.leaseId) throw error;
+      if (current !== undefined && current.createRevision === claim.revision && current.lease === claim.leaseId) throw error;
       return true;
     }
   }

@@ -4,7 +4,7 @@
  * tells everyone when an owner key goes away, whether released or expired with its owner's lease.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ownerKey, type OwnedResource } from "../../src/cluster/cluster-keys.ts";
+import { epochKey, ownerKey, type OwnedResource } from "../../src/cluster/cluster-keys.ts";
 import { EtcdClient } from "../../src/cluster/etcd/etcd-client.ts";
 import { EtcdUnavailableError } from "../../src/cluster/etcd/etcd-errors.ts";
 import type { EtcdWatch } from "../../src/cluster/etcd/etcd-watch.ts";
@@ -50,26 +50,29 @@ describe("ownership records in etcd", () => {
     const two = await lease();
     const first = await owners.claim(SLOT_3, 1, one);
     expect(first.kind).toBe("claimed");
-    const epoch1 = (first as { epoch: bigint }).epoch;
+    const epoch1 = (first as { epoch: number }).epoch;
+    const revision1 = (first as { revision: bigint }).revision;
     const kv = (await client.range(ownerKey(cluster, SLOT_3))).kvs[0]!;
-    expect(kv.createRevision).toBe(epoch1);
+    expect(epoch1).toBe(1);
+    expect(kv.createRevision).toBe(revision1);
+    expect(JSON.parse((await client.range(epochKey(cluster, SLOT_3))).kvs[0]!.value).epoch).toBe(1);
     expect(kv.lease).toBe(one);
     // A contender is told who holds it.
-    expect(await owners.claim(SLOT_3, 2, two)).toEqual({ kind: "held", owner: { resource: SLOT_3, brokerId: 1, leaseId: one, epoch: epoch1 } });
+    expect(await owners.claim(SLOT_3, 2, two)).toEqual({ kind: "held", owner: { resource: SLOT_3, brokerId: 1, leaseId: one, epoch: epoch1, revision: revision1 } });
     // The owner claiming again (a retry) gets the same epoch.
-    expect(await owners.claim(SLOT_3, 1, one)).toEqual({ kind: "claimed", epoch: epoch1 });
+    expect(await owners.claim(SLOT_3, 1, one)).toEqual({ kind: "claimed", epoch: epoch1, revision: revision1 });
     // Only the claim itself may release it.
-    expect(await owners.release(SLOT_3, { leaseId: two, epoch: epoch1 })).toBe(false);
-    expect(await owners.release(SLOT_3, { leaseId: one, epoch: epoch1 - 1n })).toBe(false);
-    expect(await owners.owner(SLOT_3)).toEqual({ resource: SLOT_3, brokerId: 1, leaseId: one, epoch: epoch1 });
-    expect(await owners.release(SLOT_3, { leaseId: one, epoch: epoch1 })).toBe(true);
+    expect(await owners.release(SLOT_3, { leaseId: two, revision: revision1 })).toBe(false);
+    expect(await owners.release(SLOT_3, { leaseId: one, revision: revision1 - 1n })).toBe(false);
+    expect(await owners.owner(SLOT_3)).toEqual({ resource: SLOT_3, brokerId: 1, leaseId: one, epoch: epoch1, revision: revision1 });
+    expect(await owners.release(SLOT_3, { leaseId: one, revision: revision1 })).toBe(true);
     expect(await owners.owner(SLOT_3)).toBeNull();
     const second = await owners.claim(SLOT_3, 2, two);
     expect(second.kind).toBe("claimed");
-    const epoch2 = (second as { epoch: bigint }).epoch;
-    expect(epoch2).toBeGreaterThan(epoch1);
+    const epoch2 = (second as { epoch: number }).epoch;
+    expect(epoch2).toBe(epoch1 + 1);
     // The former owner's release of its old claim does not delete its successor's key.
-    expect(await owners.release(SLOT_3, { leaseId: one, epoch: epoch1 })).toBe(false);
+    expect(await owners.release(SLOT_3, { leaseId: one, revision: revision1 })).toBe(false);
     expect((await owners.owner(SLOT_3))?.brokerId).toBe(2);
   });
 
@@ -81,7 +84,7 @@ describe("ownership records in etcd", () => {
     expect(claimed.length).toBe(1);
     const winner = outcomes.findIndex((o) => o.kind === "claimed");
     for (const outcome of outcomes) {
-      if (outcome.kind === "held") expect(outcome.owner).toEqual({ resource: PARTITION, brokerId: winner + 1, leaseId: leases[winner]!, epoch: (claimed[0] as { epoch: bigint }).epoch });
+      if (outcome.kind === "held") expect(outcome.owner).toEqual({ resource: PARTITION, brokerId: winner + 1, leaseId: leases[winner]!, epoch: 1, revision: (claimed[0] as { revision: bigint }).revision });
     }
   });
 
@@ -90,14 +93,14 @@ describe("ownership records in etcd", () => {
     const resources: OwnedResource[] = [SLOT_3, { kind: "group", slot: 49 }, PARTITION];
     const leases = [await lease(), await lease(), await lease()];
     for (const resource of resources) {
-      let previous = 0n;
+      let previous = 0;
       for (let round = 0; round < 6; round++) {
         const holder = round % leases.length;
         const outcome = await owners.claim(resource, holder, leases[holder]!);
         if (outcome.kind !== "claimed") throw new Error(`round ${round}: ${outcome.kind}`);
-        expect(outcome.epoch).toBeGreaterThan(previous);
+        expect(outcome.epoch).toBe(previous + 1);
         previous = outcome.epoch;
-        expect(await owners.release(resource, { leaseId: leases[holder]!, epoch: outcome.epoch })).toBe(true);
+        expect(await owners.release(resource, { leaseId: leases[holder]!, revision: outcome.revision })).toBe(true);
       }
     }
   });
@@ -123,19 +126,19 @@ describe("ownership records in etcd", () => {
       onReleased: (resource, previous) => released.push(`${resource.kind} ${previous?.brokerId ?? "?"} ${previous?.epoch ?? "?"}`),
     });
     watches.push(watch);
-    expect(resets).toEqual([[{ resource: { kind: "group", slot: 1 }, brokerId: 1, leaseId: one, epoch: (pre as { epoch: bigint }).epoch }]]);
+    expect(resets).toEqual([[{ resource: { kind: "group", slot: 1 }, brokerId: 1, leaseId: one, epoch: 1, revision: (pre as { revision: bigint }).revision }]]);
     const two = await lease();
     const slot = await owners.claim(SLOT_3, 2, two);
     const partition = await owners.claim(PARTITION, 2, two);
     await waitUntil(() => claimed.length === 2, "two claims seen");
     expect(claimed).toEqual(["txn 2", "partition 2"]);
-    await owners.release(SLOT_3, { leaseId: two, epoch: (slot as { epoch: bigint }).epoch });
+    await owners.release(SLOT_3, { leaseId: two, revision: (slot as { revision: bigint }).revision });
     await waitUntil(() => released.length === 1, "the release seen");
-    expect(released).toEqual([`txn 2 ${(slot as { epoch: bigint }).epoch}`]);
+    expect(released).toEqual([`txn 2 ${(slot as { epoch: number }).epoch}`]);
     // A crashed owner: its lease ends, and its keys go with it.
     await client.leaseRevoke(two);
     await waitUntil(() => released.length === 2, "the partition's key gone with the lease");
-    expect(released[1]).toBe(`partition 2 ${(partition as { epoch: bigint }).epoch}`);
+    expect(released[1]).toBe(`partition 2 ${(partition as { epoch: number }).epoch}`);
     await watch.close();
   });
 
@@ -151,7 +154,7 @@ describe("ownership records in etcd", () => {
       await waitUntil(() => released.length === 1, "the key expiring with its lease", 10_000);
       const successor = await owners.claim(SLOT_3, 2, await lease());
       expect(successor.kind).toBe("claimed");
-      expect((successor as { epoch: bigint }).epoch).toBeGreaterThan((first as { epoch: bigint }).epoch);
+      expect((successor as { epoch: number }).epoch).toBe((first as { epoch: number }).epoch + 1);
       await watch.close();
     },
     20_000,
@@ -159,7 +162,7 @@ describe("ownership records in etcd", () => {
 
   test("an owner key that bunka cannot read is refused, naming the key", async () => {
     const { records: owners, cluster } = records();
-    await client.put(ownerKey(cluster, SLOT_3), JSON.stringify({ format: "bunka-owner", version: 9, brokerId: 1 }));
+    await client.put(ownerKey(cluster, SLOT_3), JSON.stringify({ format: "bunka-owner", version: 9, brokerId: 1, epoch: 1 }));
     const error = await owners.owner(SLOT_3).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CorruptStateError);
     expect((error as Error).message).toBe(`etcd key ${ownerKey(cluster, SLOT_3)}: bunka-owner version 9 is not one this broker reads (1)`);
@@ -179,7 +182,7 @@ describe("ownership records when etcd's answer is lost", () => {
       const kv = (await client.range(ownerKey(cluster, SLOT_3))).kvs[0]!;
       // The txn reached etcd through the proxy once, and was not sent again to the second endpoint.
       expect(kv.version).toBe(1n);
-      expect(outcome).toEqual({ kind: "claimed", epoch: kv.createRevision });
+      expect(outcome).toEqual({ kind: "claimed", epoch: 1, revision: kv.createRevision });
     } finally {
       viaProxy.close();
       proxy.close();

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { brokerIdOfKey, brokerKey, brokersPrefix, checkClusterId, ownerKey, ownersPrefix, resourceOfKey, type OwnedResource } from "../../../src/cluster/cluster-keys.ts";
-import { decodeBrokerRecord, decodeOwnerRecord, encodeBrokerRecord, encodeOwnerRecord } from "../../../src/cluster/cluster-records.ts";
+import { decodeBrokerRecord, decodeEpochRecord, decodeOwnerRecord, encodeEpochRecord, encodeBrokerRecord, encodeOwnerRecord } from "../../../src/cluster/cluster-records.ts";
 import { ConfigError, CorruptStateError } from "../../../src/errors/errors.ts";
 
 const CLUSTER = "MkU3OEVBNTcwNTJENDM2Qk";
@@ -68,7 +68,17 @@ describe("records in etcd", () => {
     const value = encodeBrokerRecord(registration);
     expect(JSON.parse(value)).toEqual({ format: "bunka-broker", version: 1, ...registration });
     expect(decodeBrokerRecord("/k", value)).toEqual(registration);
-    expect(decodeOwnerRecord("/k", encodeOwnerRecord({ brokerId: 4 }))).toEqual({ brokerId: 4 });
+    expect(decodeOwnerRecord("/k", encodeOwnerRecord({ brokerId: 4, epoch: 7 }))).toEqual({ brokerId: 4, epoch: 7 });
+    expect(decodeEpochRecord("/k", encodeEpochRecord(7))).toBe(7);
+  });
+
+  test("an owner or epoch record whose epoch is not a positive int32 is refused naming the key", () => {
+    for (const epoch of [0, -1, 2 ** 31, 1.5, "3", null]) {
+      const owner = JSON.stringify({ format: "bunka-owner", version: 1, brokerId: 1, epoch });
+      expect(() => decodeOwnerRecord("/bunka/c/owners/txn/1", owner)).toThrow(`etcd key /bunka/c/owners/txn/1: epoch ${JSON.stringify(epoch)} is not a positive int32`);
+      const last = JSON.stringify({ format: "bunka-epoch", version: 1, epoch });
+      expect(() => decodeEpochRecord("/bunka/c/epochs/txn/1", last)).toThrow(CorruptStateError);
+    }
   });
 
   test("another format, another version, or a broken field is refused naming the key", () => {
