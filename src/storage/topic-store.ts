@@ -224,6 +224,36 @@ export class TopicStore {
     });
   }
 
+  /**
+   * Reads one topic's file again, because another broker sharing the data directory changed it: the
+   * record on disk replaces the one in memory, or the topic is forgotten when its file is gone. Runs in
+   * turn with this store's own changes. A damaged file is a CorruptStateError naming it, and the topic
+   * as it was is kept (never dropped because its file cannot be read); unlike a failed change, a failed
+   * read does not poison the store, since nothing was written.
+   */
+  refresh(name: string): Promise<"created" | "changed" | "deleted" | "unchanged"> {
+    const run = this.tail.then(async () => {
+      if (topicNameInvalidReason(name) !== null) return "unchanged" as const;
+      const path = this.topicFile(name);
+      const onDisk = await loadState(this.fs, path, TOPIC_FORMAT, { current: TOPIC_FORMAT_VERSION, parse: parseTopicRecord });
+      const known = this.byName.get(name);
+      if (onDisk === undefined) {
+        if (known === undefined) return "unchanged" as const;
+        this.forget(known);
+        return "deleted" as const;
+      }
+      if (onDisk.name !== name) throw new CorruptStateError(path, `holds topic ${JSON.stringify(onDisk.name)}, expected ${JSON.stringify(name)}`);
+      if (known !== undefined && known.topicId === onDisk.topicId && known.incarnation === onDisk.incarnation) return "unchanged" as const;
+      const twin = this.byId.get(onDisk.topicId);
+      if (twin !== undefined && twin.name !== name) throw new CorruptStateError(path, `topic id ${onDisk.topicId} is also used by topic ${JSON.stringify(twin.name)}`);
+      if (known !== undefined && known.topicId !== onDisk.topicId) this.forget(known);
+      this.remember(freeze(onDisk));
+      return known === undefined || known.topicId !== onDisk.topicId ? ("created" as const) : ("changed" as const);
+    });
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
   // ---- internals -------------------------------------------------------------------------------
 
   private mutate(operation: () => Promise<TopicChange>): Promise<TopicChange> {

@@ -514,3 +514,63 @@ describe("TopicStore on the real file system", () => {
     }
   });
 });
+
+describe("TopicStore.refresh: another broker sharing the data directory changed a topic", () => {
+  test("a topic created, grown, reconfigured, deleted and re-created by one store is seen by the other", async () => {
+    const fs = new MemoryFs();
+    const writer = await harness(fs).open();
+    const reader = await harness(fs).open();
+    expect(await reader.refresh("orders")).toBe("unchanged");
+    const created = await writer.create({ name: "orders", partitions: 2 });
+    expect(created.ok).toBe(true);
+    expect(reader.get("orders")).toBeUndefined();
+    expect(await reader.refresh("orders")).toBe("created");
+    expect(reader.get("orders")).toEqual(writer.get("orders")!);
+    expect(reader.getById(writer.get("orders")!.topicId)?.name).toBe("orders");
+    expect(await reader.refresh("orders")).toBe("unchanged");
+
+    await writer.addPartitions("orders", 5);
+    await writer.setConfigs("orders", { "cleanup.policy": "compact" });
+    expect(await reader.refresh("orders")).toBe("changed");
+    expect(reader.get("orders")).toEqual(writer.get("orders")!);
+    expect(reader.get("orders")!.partitions).toBe(5);
+
+    const firstId = writer.get("orders")!.topicId;
+    await writer.delete("orders");
+    expect(await reader.refresh("orders")).toBe("deleted");
+    expect(reader.get("orders")).toBeUndefined();
+    expect(reader.getById(firstId)).toBeUndefined();
+
+    // Deleted and re-created between two refreshes: a new topic id, seen as a creation.
+    await writer.create({ name: "orders", partitions: 1 });
+    await writer.delete("orders");
+    await writer.create({ name: "orders", partitions: 3 });
+    await reader.refresh("orders");
+    expect(await reader.refresh("orders")).toBe("unchanged");
+    await writer.delete("orders");
+    await writer.create({ name: "orders", partitions: 4 });
+    expect(await reader.refresh("orders")).toBe("created");
+    expect(reader.get("orders")).toEqual(writer.get("orders")!);
+    expect(reader.list().map((t) => t.name)).toEqual(["orders"]);
+  });
+
+  test("a damaged topic file is a CorruptStateError naming it; the topic is kept and the store still works", async () => {
+    const fs = new MemoryFs();
+    const writer = await harness(fs).open();
+    await writer.create({ name: "orders", partitions: 2 });
+    const reader = await harness(fs).open();
+    const before = reader.get("orders");
+    await writeFileAtomic(fs, writer.topicFile("orders"), bytes("{ not a state file"));
+    const error = await reader.refresh("orders").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CorruptStateError);
+    expect((error as Error).message).toContain(writer.topicFile("orders"));
+    expect(reader.get("orders")).toEqual(before!);
+    // Not poisoned: its own changes still work.
+    expect((await reader.create({ name: "payments", partitions: 1 })).ok).toBe(true);
+  });
+
+  test("a name that is not a legal topic name reads nothing", async () => {
+    const store = await harness().open();
+    expect(await store.refresh("../cluster")).toBe("unchanged");
+  });
+});
