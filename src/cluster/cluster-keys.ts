@@ -9,6 +9,8 @@
  *   /bunka/<clusterId>/owners/group/<slot>           the owner of a group coordinator slot
  *   /bunka/<clusterId>/epochs/<kind>/<id>            the last epoch a claim of the resource was given
  *                                                    (no lease: it outlives every owner)
+ *   /bunka/<clusterId>/topics/<topic>                put by a broker after it changed the topic, so that
+ *                                                    every broker reads the topic's file again
  */
 import { ConfigError } from "../errors/errors.ts";
 import { SLOT_COUNT } from "./ownership.ts";
@@ -67,6 +69,23 @@ export function resourceId(resource: OwnedResource): string {
   }
   if (!Number.isInteger(resource.slot) || resource.slot < 0 || resource.slot >= SLOT_COUNT) throw new RangeError(`${resource.kind} slot ${resource.slot} is not in 0..${SLOT_COUNT - 1}`);
   return String(resource.slot);
+}
+
+export function topicsPrefix(clusterId: string): string {
+  return `${clusterPrefix(clusterId)}topics/`;
+}
+
+export function topicChangeKey(clusterId: string, topic: string): string {
+  if (!TOPIC_NAME.test(topic)) throw new RangeError(`topic name ${JSON.stringify(topic)} is not a legal Kafka topic name`);
+  return `${topicsPrefix(clusterId)}${topic}`;
+}
+
+/** The topic a topic-change key names, or undefined for a key that is not one. */
+export function topicOfChangeKey(clusterId: string, key: string): string | undefined {
+  const prefix = topicsPrefix(clusterId);
+  if (!key.startsWith(prefix)) return undefined;
+  const topic = key.slice(prefix.length);
+  return TOPIC_NAME.test(topic) ? topic : undefined;
 }
 
 /** The key holding a resource's last epoch; it has no lease, so epochs keep growing across owners. */
