@@ -214,6 +214,22 @@ export class PartitionManager {
     }
   }
 
+  /**
+   * Closes one partition because its ownership moves to another broker (cluster mode's hand-over):
+   * resolves once its files are closed, after the appends in flight and its final producer-state
+   * snapshot, so that the next owner's recovery reads everything this broker wrote. The next `get`
+   * opens it again, with recovery, as a take-over does.
+   */
+  async release(topicName: string, partition: number): Promise<void> {
+    const key = `${topicName}-${partition}`;
+    const entry = this.open.get(key);
+    if (entry !== undefined) {
+      this.open.delete(key);
+      void this.closeEntry(key, entry).catch(() => {});
+    }
+    await Promise.all([...(this.closing.get(key) ?? [])]);
+  }
+
   /** Ends what `closeTopic` started; call it exactly once per `closeTopic` call, whatever happened. */
   topicDeleted(topicName: string): void {
     const count = (this.deleting.get(topicName) ?? 0) - 1;
