@@ -210,6 +210,8 @@ async function serve(config: BrokerConfig): Promise<number> {
   const adminToken = process.env.BUNKA_ADMIN_TOKEN || undefined;
   const app = createHttpApp(queryPorts, {
     ...(adminToken === undefined ? {} : { adminToken }),
+    // The names the side-port goes by; a Host header naming another is refused (DNS rebinding).
+    allowedHostNames: [...config.httpAllowedHosts, config.httpHost, advertisedHost, hostname()],
     onError: (error, method, path) => log.error("http request failed", { method, path, ...describeError(error) }),
   });
   let http: HttpServer;

@@ -14,6 +14,11 @@ export interface BrokerConfig {
   advertisedPort: number | undefined;
   httpHost: string;
   httpPort: number;
+  /**
+   * http.allowed.hosts: further names clients reach the side-port by, beyond its own host, the advertised
+   * host and the machine's name (a Host header naming anything else is refused: DNS rebinding).
+   */
+  httpAllowedHosts: string[];
   brokerId: number;
   /** socket.request.max.bytes */
   socketRequestMaxBytes: number;
@@ -90,6 +95,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     advertisedPort: undefined,
     httpHost: "127.0.0.1",
     httpPort: 9644,
+    httpAllowedHosts: [],
     brokerId: 0,
     socketRequestMaxBytes: 104857600,
     connectionsMaxIdleMs: 600000,

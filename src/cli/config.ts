@@ -164,6 +164,15 @@ function cleanerSetting(fileKey: CleanerSettingName): Setting {
   };
 }
 
+/** A comma-separated list of host names (no ports, no schemes); empty entries are refused. */
+function parseHostNames(value: string, origin: string): string[] {
+  const names = value.split(",").map((name) => name.trim());
+  for (const name of names) {
+    if (!/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?\.?$/.test(name)) throw new ConfigError(`${origin}: ${JSON.stringify(name)} is not a host name (expected names separated by commas, e.g. bunka-1.example,bunka.internal)`);
+  }
+  return names;
+}
+
 const TOPIC_DEFAULT_SETTINGS: readonly Setting[] = Object.entries(BROKER_CONFIG_FOR_TOPIC_CONFIG).map(([topicName, fileKey]) =>
   topicDefault(topicName as TopicConfigName, fileKey!),
 );
@@ -199,6 +208,12 @@ export const SETTINGS: readonly Setting[] = [
       c.httpHost = host;
       c.httpPort = port;
     },
+  },
+  {
+    fileKey: "http.allowed.hosts",
+    flag: "http-allowed-hosts",
+    env: "BUNKA_HTTP_ALLOWED_HOSTS",
+    apply: (c, v, o) => void (c.httpAllowedHosts = parseHostNames(v, o)),
   },
   { fileKey: "broker.id", flag: "broker-id", env: "BUNKA_BROKER_ID", apply: (c, v, o) => void (c.brokerId = parseInteger(v, o, 0, INT32_MAX)) },
   { fileKey: "log.format", flag: "log-format", env: "BUNKA_LOG_FORMAT", apply: (c, v, o) => void (c.logFormat = parseChoice(v, o, logFormats)) },

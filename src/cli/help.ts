@@ -108,6 +108,9 @@ Flags (each also accepted as --flag=value):
   --listen HOST:PORT              Kafka listener; port 0 picks a free one  (default 127.0.0.1:9092)
   --advertised-listener HOST:PORT address clients are told to connect to  (default: the bound listener)
   --http HOST:PORT                HTTP side-port; port 0 picks a free one  (default 127.0.0.1:9644)
+  --http-allowed-hosts NAMES      more names (comma-separated) the side-port may be reached by; a
+                                  Host header naming another is refused  (default: its own host,
+                                  the advertised host, this machine's name, localhost, addresses)
   --broker-id N                   this broker's id, 0..2147483647          (default 0)
   --config FILE                   config file, Java-properties syntax
   --log-format text|json          log line format on stderr                (default text)
@@ -121,8 +124,8 @@ Flags (each also accepted as --flag=value):
   -h, --help                      print this help
 
 Environment variables (empty means unset):
-  BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_BROKER_ID
-  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE  BUNKA_ETCD
+  BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_HTTP_ALLOWED_HOSTS
+  BUNKA_BROKER_ID  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE  BUNKA_ETCD
   UV_THREADPOOL_SIZE  threads for file work, every fsync among it (when unset, serve re-executes
                       itself once with 16; Bun's own default is one per core)
 

@@ -26,6 +26,8 @@
  *   not ready, 500 for a bug.
  * - Absent subsystems answer 501, not an empty list: "no hanging transactions" and "transactions are not
  *   implemented" must never look the same to a script.
+ * - A request whose Host header names a host the side-port does not go by is 403 `host_not_allowed`
+ *   (host-check.ts: DNS rebinding), before any route.
  * - Write routes exist only when an admin token is configured; without one they are 404 like any unknown
  *   route, so a read-only side-port reveals nothing about them.
  */
@@ -34,6 +36,7 @@ import { encode as encodeMsgpack } from "@msgpack/msgpack";
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { renderDashboard } from "./dashboard.ts";
+import { allowedHostNames, hostAllowed } from "./host-check.ts";
 import { type HttpQueryPorts, TRANSACTION_STATES, type TransactionStateName } from "./ports.ts";
 
 export interface HttpAppOptions {
@@ -43,6 +46,11 @@ export interface HttpAppOptions {
   onError?: (error: unknown, method: string, path: string) => void;
   /** Seconds between dashboard refreshes; default 5. */
   dashboardRefreshSeconds?: number;
+  /**
+   * Host names the side-port goes by (its own host, the machine's name, `http.allowed.hosts`); a request
+   * whose Host header names another is answered 403 (host-check.ts). "localhost" and IP literals always pass.
+   */
+  allowedHostNames?: readonly string[];
 }
 
 /** Query limits: a default that keeps answers small and a bound that keeps them sane. */
@@ -132,6 +140,19 @@ const NOT_IMPLEMENTED = {
 
 export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}): Hono {
   const app = new Hono();
+  const hostNames = allowedHostNames(opts.allowedHostNames ?? []);
+  app.use(async (c, next) => {
+    const host = c.req.header("host");
+    if (!hostAllowed(host, hostNames)) {
+      return errorBody(
+        c,
+        403,
+        "host_not_allowed",
+        `this side-port does not go by the name in the Host header (${JSON.stringify(host)}); if clients reach it by that name, add it to http.allowed.hosts (BUNKA_HTTP_ALLOWED_HOSTS)`,
+      );
+    }
+    await next();
+  });
   const allowed = new Map<string, string>();
   const route = <P extends string>(method: "GET" | "POST", path: P): P => {
     allowed.set(path, method === "GET" ? "GET, HEAD" : method);

@@ -134,3 +134,18 @@ describe("runCli", () => {
     expect(c.stderr()).toBe("bunka: cannot reach etcd at http://127.0.0.1:1 (connection refused): cluster mode needs etcd to start\n");
   });
 });
+
+describe("http.allowed.hosts", () => {
+  test("a comma-separated list of names from the flag, the environment or the file; none by default", () => {
+    expect(parse([]).httpAllowedHosts).toEqual([]);
+    expect(parse(["--http-allowed-hosts", "bunka-1.example, metrics.internal"]).httpAllowedHosts).toEqual(["bunka-1.example", "metrics.internal"]);
+    expect(parse([], { BUNKA_HTTP_ALLOWED_HOSTS: "a.example" }).httpAllowedHosts).toEqual(["a.example"]);
+    expect(parse(["--config", "/c"], {}, files({ "/c": "http.allowed.hosts=b.example\n" })).httpAllowedHosts).toEqual(["b.example"]);
+  });
+
+  test("a port, a scheme or an empty entry is one line naming the setting", () => {
+    for (const value of ["bunka:9644", "http://bunka", "a.example,,b.example", ""]) {
+      expect(configError(() => parse(["--http-allowed-hosts", value]))).toContain("is not a host name");
+    }
+  });
+});
