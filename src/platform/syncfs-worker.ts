@@ -20,11 +20,13 @@
  * 33 against 29 context switches per transaction, and 0.17-0.19 against 0.14 ms of the worker thread's CPU).
  * Closing the request pipe ends the worker's loop; the worker then closes the descriptors it used.
  *
- * Linux only (glibc's libc.so.6). Anywhere else, or if the library or the first call fails at start-up,
+ * Linux 5.8 or later only (glibc's libc.so.6; older kernels' syncfs does not report writeback errors).
+ * Anywhere else, or if the library or the first call fails at start-up,
  * `startSyncfsSyncer` answers undefined with the reason and the broker fsyncs file by file.
  */
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, fstatSync, openSync, writeSync } from "node:fs";
+import { release } from "node:os";
 import type { FilesystemSyncer } from "./batched-sync.ts";
 
 const WORKER_SOURCE = `
@@ -247,7 +249,23 @@ export async function spawnSyncfsWorker(): Promise<{ worker: Worker } | { worker
 export type SyncfsStart = { syncer: WorkerSyncer } | { syncer: undefined; reason: string };
 
 /** Starts the worker for the file system holding `dir` and checks one call; see the file comment. */
-export async function startSyncfsSyncer(dir: string): Promise<SyncfsStart> {
+/**
+ * Whether syncfs(2) reports writeback errors on this kernel: Linux does from 5.8 (before, syncfs returned
+ * 0 even when pages failed to reach the disk, and a batch would be acknowledged on data never written).
+ * `release` is uname's (os.release()); one that cannot be read counts as too old.
+ */
+export function syncfsReportsErrors(release: string): boolean {
+  const match = /^(\d+)\.(\d+)/.exec(release);
+  if (match === null) return false;
+  const major = Number(match[1]);
+  const minor = Number(match[2]);
+  return major > 5 || (major === 5 && minor >= 8);
+}
+
+export async function startSyncfsSyncer(dir: string, kernelRelease: string = release()): Promise<SyncfsStart> {
+  if (process.platform === "linux" && !syncfsReportsErrors(kernelRelease)) {
+    return { syncer: undefined, reason: `Linux ${kernelRelease} is older than 5.8, whose syncfs does not report writeback errors` };
+  }
   const spawned = await spawnSyncfsWorker();
   if (spawned.worker === undefined) return { syncer: undefined, reason: spawned.reason };
   const { worker } = spawned;

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SyncfsError, spawnSyncfsWorker, startSyncfsSyncer, WorkerSyncer } from "../../../src/platform/syncfs-worker.ts";
+import { SyncfsError, spawnSyncfsWorker, startSyncfsSyncer, syncfsReportsErrors, WorkerSyncer } from "../../../src/platform/syncfs-worker.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 const dirs: string[] = [];
@@ -16,7 +16,20 @@ function tempDir(): string {
   return dir;
 }
 
+describe("which kernels' syncfs reports writeback errors", () => {
+  test("Linux 5.8 and later; earlier ones, and a release that cannot be read, do not", () => {
+    for (const release of ["5.8.0", "5.8.0-63-generic", "5.10.0-28-amd64", "6.1.0", "6.18.44-fc-v1045", "10.0.0"]) expect(syncfsReportsErrors(release)).toBe(true);
+    for (const release of ["5.7.19", "5.4.0-150-generic", "4.19.0-26-amd64", "3.10.0-1160.el7.x86_64", "", "unknown"]) expect(syncfsReportsErrors(release)).toBe(false);
+  });
+});
+
 describe.if(process.platform === "linux")("the syncfs worker", () => {
+  test("on a kernel older than 5.8 it is not started: the broker fsyncs file by file, and the reason says why", async () => {
+    const start = await startSyncfsSyncer(tempDir(), "5.4.0-150-generic");
+    expect(start.syncer).toBeUndefined();
+    expect(start.reason).toBe("Linux 5.4.0-150-generic is older than 5.8, whose syncfs does not report writeback errors");
+  });
+
   test("starts on a directory's file system, syncs it, and refuses calls once closed", async () => {
     const dir = tempDir();
     const start = await startSyncfsSyncer(dir);
