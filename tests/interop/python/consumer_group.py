@@ -77,7 +77,10 @@ def main():
     while len(committed_by_key) < count // 3 and time.time() < deadline:
         poll_once("c1", c1)
     c2 = make("c2")
-    while sum(committed_by_key.values()) < count and time.time() < deadline:
+    # Until every message is committed and the rebalance c2's arrival started is done (c1 assigned again,
+    # c2 assigned): on a fast machine c1 can read the rest before c2's JoinGroup completes.
+    rebalanced = lambda: len(assignments["c1"]) >= 2 and len(assignments["c2"]) >= 1
+    while (sum(committed_by_key.values()) < count or not rebalanced()) and time.time() < deadline:
         poll_once("c1", c1)
         poll_once("c2", c2)
     c1.close()
