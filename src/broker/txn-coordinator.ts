@@ -33,9 +33,11 @@
  * staging, which must not slip in between EndTxn's decision and its offset hook). The store's per-slot
  * serial writer and group commit make the writes of different ids share fsyncs.
  *
- * Ownership (cluster/ownership.ts): only the owner of a transactional id's slot answers for it
- * (NOT_COORDINATOR elsewhere), and only the owner runs the timeout reaper, the expiry and the reconcile pass
- * for it.
+ * Ownership (cluster/ownership.ts): only the owner of a transactional id's slot answers for it (standing
+ * owned; loading answers COORDINATOR_LOAD_IN_PROGRESS, leaving and elsewhere NOT_COORDINATOR), and only the
+ * owner runs the timeout reaper, the expiry and the reconcile pass for it. In cluster mode no slot is loaded
+ * at start; `acquireSlot` takes one over from disk (recovering its Prepare* entries) and `releaseSlot`
+ * hands it over once the work in flight on its ids is done.
  *
  * Background: every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms) the reaper aborts the
  * Ongoing transactions whose timeout passed, with an epoch bump (the producer is fenced), and the reconcile
@@ -49,13 +51,13 @@
  * changes become durable; an entry leaving Ongoing changes it as soon as the decision is made.
  *
  * Not done here: cross-broker verification (a peer's partitions cannot ask this index; the partition side
- * of a peer answers from its own coordinator's view), reloading a slot taken over from another broker
- * (single-broker ownership never moves), waiting for a peer to apply queued markers before Complete*
+ * of a peer answers from its own coordinator's view), fencing a former slot owner's late journal appends
+ * (its files are the new owner's too), waiting for a peer to apply queued markers before Complete*
  * (Apache's coordinator completes only once every leader has acknowledged its markers; here the producer's
  * next transaction could reach a peer's partition before the previous one's marker), and transaction
  * version 2 (EndTxn v5).
  */
-import { slotOf, type Ownership } from "../cluster/ownership.ts";
+import { SLOT_COUNT, slotOf, type Ownership } from "../cluster/ownership.ts";
 import { markerDisposition, type MarkerSpec, type MarkerWriteResult } from "../cluster/marker-queue-watcher.ts";
 import {
   DEFAULT_COORDINATOR_EPOCH,
@@ -132,8 +134,13 @@ export interface TxnCoordinatorOptions {
   abortTimedOutTransactionsIntervalMs?: number;
   /** transaction.remove.expired.transaction.cleanup.interval.ms */
   expirationCheckIntervalMs?: number;
-  /** The coordinator epoch written into markers. */
+  /** The coordinator epoch written into markers (of every slot loaded at start; `acquireSlot` gives its own). */
   coordinatorEpoch?: number;
+  /**
+   * Load every slot at start (single-broker mode, the default). False in cluster mode: no slot is loaded
+   * until the ownership manager hands it over with `acquireSlot`.
+   */
+  loadAllSlotsAtStart?: boolean;
   /** Run the reaper, reconcile and expiry timers (tests call the passes themselves). */
   timers?: boolean;
   /**
@@ -279,6 +286,10 @@ export class TxnCoordinator {
   /** The background passes in flight, by timer. */
   private readonly passes = new Set<Promise<unknown>>();
   private readonly coordinatorEpoch: number;
+  /** Slots whose entries are in memory and whose decided transactions were driven on: served here. */
+  private readonly loadedSlots = new Set<number>();
+  /** The coordinator epoch of each slot taken over with `acquireSlot`. */
+  private readonly slotEpochs = new Map<number, number>();
   private readonly expirationMs: number;
   private readonly holdMaxMs: number;
 
@@ -306,8 +317,11 @@ export class TxnCoordinator {
    * `whenReady`). Starts the background timers unless the options say not to.
    */
   async start(): Promise<void> {
-    await this.deps.store.loadAll();
-    for (const entry of await this.deps.store.list()) this.track(entry.transactionalId, entry);
+    if (this.deps.options.loadAllSlotsAtStart !== false) {
+      await this.deps.store.loadAll();
+      for (const entry of await this.deps.store.list()) this.track(entry.transactionalId, entry);
+      for (let slot = 0; slot < SLOT_COUNT; slot++) this.loadedSlots.add(slot);
+    }
     this.recovery = this.recover().catch((error: unknown) => this.background(error));
     if (this.deps.options.timers !== false) this.startTimers();
   }
@@ -378,18 +392,77 @@ export class TxnCoordinator {
     await this.deps.store.close();
   }
 
+  // ---- slot take-over (cluster mode) -----------------------------------------------------------
+
+  /**
+   * Takes slot `slot` over at coordinator epoch `epoch` (the ownership manager's acquire): reads it from disk
+   * as the previous owner left it (checkpoint and journal), indexes its entries (the verifier's among them),
+   * and drives every decided (Prepare*) transaction on as start-up recovery does, with `epoch` in the
+   * markers; only then is the slot served (COORDINATOR_LOAD_IN_PROGRESS until then). A damaged slot rejects
+   * (CorruptStateError) and stays unserved. Entries whose completion fails retriably stay Prepare* for the
+   * reconcile pass.
+   */
+  async acquireSlot(slot: number, epoch: number): Promise<void> {
+    if (this.closed) throw new Error("the transaction coordinator is closed");
+    if (this.loadedSlots.has(slot)) return;
+    this.slotEpochs.set(slot, epoch);
+    const entries = await this.deps.store.loadSlot(slot);
+    for (const entry of entries) this.track(entry.transactionalId, entry);
+    const decided = entries.filter((entry) => isPrepare(entry.state)).map((entry) => entry.transactionalId).sort();
+    let left = 0;
+    for (const id of decided) {
+      if (this.closed) return;
+      const done = await this.locked(id, () => this.finish(id)).catch((error: unknown) => {
+        if (error instanceof FatalError) throw error;
+        this.deps.log.warn("completing a decided transaction of a slot taken over failed", { transactionalId: id, error: String(error) });
+        return false;
+      });
+      if (!done) left += 1;
+    }
+    if (left > 0) this.deps.log.warn("some decided transactions of a slot taken over could not be completed yet; they are retried every 10 s", { slot, count: left });
+    this.loadedSlots.add(slot);
+  }
+
+  /**
+   * Hands slot `slot` over (the ownership manager's release): stops serving it, waits for the work in flight
+   * on its transactional ids (their locks, Complete* writes) and for the store's writes of the slot, then
+   * forgets its entries and indexes; a later `acquireSlot` reads them from disk again.
+   */
+  async releaseSlot(slot: number): Promise<void> {
+    this.loadedSlots.delete(slot);
+    for (;;) {
+      const pending = [...this.locks, ...this.completing].filter(([id]) => slotOf(id) === slot).map(([, promise]) => promise);
+      if (pending.length === 0) break;
+      await Promise.all(pending);
+    }
+    await this.deps.store.releaseSlot(slot);
+    for (const id of [...this.byId.keys()]) if (slotOf(id) === slot) this.track(id, undefined);
+    for (const id of [...this.markersDone.keys()]) if (slotOf(id) === slot) this.markersDone.delete(id);
+    this.slotEpochs.delete(slot);
+  }
+
+  /** The coordinator epoch of the id's slot. */
+  private epochOf(transactionalId: string): number {
+    return this.slotEpochs.get(slotOf(transactionalId)) ?? this.coordinatorEpoch;
+  }
+
   // ---- ownership and gates ---------------------------------------------------------------------
 
-  /** Whether this broker coordinates the transactional id (owns its slot). */
+  /** Whether this broker coordinates the transactional id: its slot is owned here and loaded. */
   owns(transactionalId: string): boolean {
-    const { ownership } = this.deps;
-    return ownership.slotOwner("txn", slotOf(transactionalId)) === ownership.selfId;
+    const slot = slotOf(transactionalId);
+    return this.loadedSlots.has(slot) && this.deps.ownership.standing({ kind: "txn", slot }).state === "owned";
   }
 
   /** NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when a request about the id cannot be served now. */
   private gate(transactionalId: string): number | undefined {
-    if (this.closed || !this.owns(transactionalId)) return ErrorCode.NOT_COORDINATOR;
-    if (!this.ready) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
+    if (this.closed) return ErrorCode.NOT_COORDINATOR;
+    const slot = slotOf(transactionalId);
+    const standing = this.deps.ownership.standing({ kind: "txn", slot });
+    if (standing.state === "loading") return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
+    if (standing.state !== "owned") return ErrorCode.NOT_COORDINATOR;
+    // Owned, and not loaded yet (a take-over under way, or one that failed and is retried).
+    if (!this.ready || !this.loadedSlots.has(slot)) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
     return undefined;
   }
 
@@ -433,7 +506,7 @@ export class TxnCoordinator {
           },
           limits,
           this.now(),
-          this.coordinatorEpoch,
+          this.epochOf(id),
         ),
       );
       if (decision.write) await this.carryOut(id, decision);
@@ -495,7 +568,7 @@ export class TxnCoordinator {
       const work = this.held(id, () => answer(refused(ErrorCode.CONCURRENT_TRANSACTIONS)), async () => {
         const phases = this.phaseTimer();
         await this.retryUnfinished(id);
-        const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.coordinatorEpoch));
+        const decision = await this.persist(id, (entry) => endTxn(entry, request, this.now(), this.epochOf(id)));
         if (decision.errorCode !== ErrorCode.NONE || decision.entry === undefined) return answer(refused(decision.errorCode));
         const decided = { errorCode: ErrorCode.NONE, producerId: decision.entry.producerId, producerEpoch: decision.entry.epoch };
         if (!decision.write) return answer(decided);
@@ -527,6 +600,8 @@ export class TxnCoordinator {
     if (ref.transactionalId.length === 0) return { errorCode: ErrorCode.INVALID_REQUEST };
     if (this.closed) return { errorCode: ErrorCode.NOT_COORDINATOR };
     if (!this.ready) return { errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS };
+    // The id's entry is only known where its slot is loaded (cross-broker verification is not done here).
+    if (!this.loadedSlots.has(slotOf(ref.transactionalId))) return { errorCode: ErrorCode.NOT_COORDINATOR };
     return this.held<{ errorCode: number; value?: T }>(ref.transactionalId, () => ({ errorCode: ErrorCode.CONCURRENT_TRANSACTIONS }), async () => {
       await this.completionDurable(ref.transactionalId);
       const entry = await this.deps.store.get(ref.transactionalId);
@@ -606,7 +681,7 @@ export class TxnCoordinator {
     if (gated !== undefined) return { kind: "unavailable", errorCode: gated };
     return this.locked(transactionalId, async () => {
       await this.retryUnfinished(transactionalId);
-      const decision = await this.persist(transactionalId, (entry) => abortOngoing(entry, this.now(), this.coordinatorEpoch));
+      const decision = await this.persist(transactionalId, (entry) => abortOngoing(entry, this.now(), this.epochOf(transactionalId)));
       if (decision.errorCode !== ErrorCode.NONE) return { kind: "unavailable", errorCode: decision.errorCode };
       if (decision.entry === undefined) return { kind: "unknown" };
       if (!decision.write) return { kind: "not-ongoing", entry: decision.entry };
@@ -641,7 +716,7 @@ export class TxnCoordinator {
     const out: PendingTxnMarkers[] = [];
     for (const id of [...this.unfinished].sort()) {
       const entry = await this.deps.store.get(id);
-      const markers = entry === undefined ? undefined : recoveryEffects(entry, this.coordinatorEpoch)?.markers;
+      const markers = entry === undefined ? undefined : recoveryEffects(entry, this.epochOf(id))?.markers;
       if (entry === undefined || markers === undefined) continue;
       const record = this.markersDone.get(id);
       const done = record?.key === decisionKey(markers) ? record.partitions : new Set<string>();
@@ -675,8 +750,9 @@ export class TxnCoordinator {
       if (this.closed) break;
       const id = found.transactionalId;
       await this.locked(id, async () => {
+        if (!this.owns(id)) return; // handed over while the pass waited for the lock
         const decision = await this.persist(id, (entry) =>
-          entry === undefined || entry.producerId !== found.producerId ? noChange(entry) : abortTimedOut(entry, this.now(), this.coordinatorEpoch),
+          entry === undefined || entry.producerId !== found.producerId ? noChange(entry) : abortTimedOut(entry, this.now(), this.epochOf(id)),
         );
         if (!decision.write) return;
         aborted += 1;
@@ -694,7 +770,7 @@ export class TxnCoordinator {
     for (const id of [...this.unfinished].sort()) {
       if (this.closed) break;
       if (this.locks.has(id) || !this.owns(id)) continue; // a request about it is finishing it
-      if (await this.locked(id, () => this.finish(id))) completed += 1;
+      if (await this.locked(id, async () => this.owns(id) && (await this.finish(id)))) completed += 1;
     }
     return completed;
   }
@@ -708,6 +784,7 @@ export class TxnCoordinator {
     for (const candidate of candidates) {
       if (this.closed) break;
       await this.locked(candidate.transactionalId, async () => {
+        if (!this.owns(candidate.transactionalId)) return;
         const decision = await this.persist(candidate.transactionalId, (entry) => expire(entry, this.now(), this.expirationMs));
         if (decision.write && decision.entry === undefined) removed += 1;
       });
@@ -853,7 +930,7 @@ export class TxnCoordinator {
     if (!this.unfinished.has(id)) return true;
     const entry = await this.deps.store.get(id);
     if (entry === undefined) return true;
-    const effects = recoveryEffects(entry, this.coordinatorEpoch);
+    const effects = recoveryEffects(entry, this.epochOf(id));
     if (effects === undefined) {
       this.track(id, entry);
       return true;

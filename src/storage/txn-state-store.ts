@@ -110,6 +110,12 @@ export interface TxnStateStoreOptions {
   slotCount?: number;
   compactBytesMin?: number;
   compactRatio?: number;
+  /**
+   * Cluster mode (slots move between brokers sharing the data directory): a slot is read from disk only by
+   * `loadSlot` (its take-over), never at first use, and `list` covers only loaded slots; `get` and `update`
+   * of a slot that is not loaded fail (a plain Error, retriable). Default false: every slot loads lazily.
+   */
+  explicitLoad?: boolean;
 }
 
 interface SlotBody {
@@ -145,6 +151,9 @@ class Slot {
   loading: Promise<void> | undefined;
   /** Updates waiting for the load (or behind ones that are), in call order. */
   queuedForLoad = 0;
+  /** Updates of this slot called and not yet settled (a release waits for them). */
+  updatesInProgress = 0;
+  notifyUpdatesDone: () => void = () => undefined;
   /** Sequence number of the last durable journal record (or of the checkpoint). */
   lastSeq = 0;
   checkpointBytes = 0;
@@ -173,7 +182,8 @@ export class TxnStateStore {
     private readonly slotOfId: (transactionalId: string) => number,
     private readonly compactBytesMin: number,
     private readonly compactRatio: number,
-    dataDir: string,
+    private readonly explicitLoad: boolean,
+    private readonly dataDir: string,
     slotCount: number,
   ) {
     this.slots = Array.from({ length: slotCount }, (_, i) => new Slot(i, txnSlotPath(dataDir, i), new JournalFile(fs, dir, txnJournalPath(dataDir, i))));
@@ -192,6 +202,7 @@ export class TxnStateStore {
       options.slotOf,
       options.compactBytesMin ?? TXN_JOURNAL_COMPACT_BYTES_MIN,
       options.compactRatio ?? TXN_JOURNAL_COMPACT_RATIO,
+      options.explicitLoad === true,
       dataDir,
       slotCount,
     );
@@ -209,12 +220,16 @@ export class TxnStateStore {
    */
   async update(transactionalId: string, fn: TxnUpdateFn, options: TxnUpdateOptions = {}): Promise<TxnEntry | undefined | TxnRejection> {
     this.checkWritable();
+    const slot = this.slotFor(transactionalId);
     this.updatesInProgress += 1;
+    slot.updatesInProgress += 1;
     try {
       return await this.updateInSlot(transactionalId, fn, options.deferWrite === true);
     } finally {
       this.updatesInProgress -= 1;
+      slot.updatesInProgress -= 1;
       if (this.updatesInProgress === 0) this.notifyUpdatesDone();
+      if (slot.updatesInProgress === 0) slot.notifyUpdatesDone();
     }
   }
 
@@ -252,6 +267,7 @@ export class TxnStateStore {
   async list(filter?: (entry: TxnEntry) => boolean): Promise<TxnEntry[]> {
     const out: TxnEntry[] = [];
     for (const slot of this.slots) {
+      if (this.explicitLoad && !slot.loaded) continue;
       await this.loadedSlot(slot);
       for (const entry of slot.durable.values()) if (filter === undefined || filter(entry)) out.push(entry);
     }
@@ -265,7 +281,44 @@ export class TxnStateStore {
 
   /** Loads every slot now (start-up), so that a corrupt slot fails the start rather than a later request. */
   async loadAll(): Promise<void> {
-    for (const slot of this.slots) await this.loadedSlot(slot);
+    for (const slot of this.slots) await this.load(slot);
+  }
+
+  /**
+   * Reads slot `index` from disk (checkpoint, then the journal after it), as the previous owner left it, and
+   * returns its durable entries. A slot already loaded is returned as it is.
+   */
+  async loadSlot(index: number): Promise<TxnEntry[]> {
+    const slot = this.slotAt(index);
+    await this.load(slot);
+    return [...slot.durable.values()];
+  }
+
+  /** Whether slot `index` is in memory. */
+  isLoaded(index: number): boolean {
+    return this.slotAt(index).loaded;
+  }
+
+  /**
+   * Hands slot `index` over: waits for its updates already called and for its writes and compaction in
+   * flight, closes its journal and forgets its entries; a later `loadSlot` reads the files again (another
+   * broker may have changed them meanwhile). The caller stops calling `update` for the slot first.
+   */
+  async releaseSlot(index: number): Promise<void> {
+    const slot = this.slotAt(index);
+    await slot.loading?.catch(() => undefined);
+    while (slot.updatesInProgress > 0) await new Promise<void>((resolve) => (slot.notifyUpdatesDone = resolve));
+    await slot.idle;
+    if (!slot.loaded) return;
+    await slot.journal.close();
+    slot.loaded = false;
+    slot.loading = undefined;
+    slot.live = new Map();
+    slot.durable = new Map();
+    slot.pending = new Map();
+    slot.lastSeq = 0;
+    slot.checkpointBytes = 0;
+    slot.journal = new JournalFile(this.fs, this.dir, txnJournalPath(this.dataDir, index));
   }
 
   /**
@@ -287,6 +340,12 @@ export class TxnStateStore {
     const index = this.slotOfId(transactionalId);
     const slot = this.slots[index];
     if (slot === undefined) throw new RangeError(`slot ${index} of ${JSON.stringify(transactionalId)} is out of range`);
+    return slot;
+  }
+
+  private slotAt(index: number): Slot {
+    const slot = this.slots[index];
+    if (slot === undefined) throw new RangeError(`slot ${index} is out of range`);
     return slot;
   }
 
@@ -398,8 +457,16 @@ export class TxnStateStore {
 
   private async loadedSlot(slot: Slot): Promise<Slot> {
     if (slot.loaded) return slot;
+    if (this.explicitLoad && slot.loading === undefined) throw new Error(`transaction state slot ${slot.index} is not loaded on this broker`);
+    await this.load(slot);
+    return slot;
+  }
+
+  /** Loads the slot once (concurrent callers share the read). */
+  private async load(slot: Slot): Promise<void> {
+    if (slot.loaded) return;
     if (slot.loading === undefined) {
-      slot.loading = this.load(slot).then(
+      slot.loading = this.read(slot).then(
         () => {
           slot.loaded = true;
         },
@@ -411,10 +478,9 @@ export class TxnStateStore {
       );
     }
     await slot.loading;
-    return slot;
   }
 
-  private async load(slot: Slot): Promise<void> {
+  private async read(slot: Slot): Promise<void> {
     const entries = new Map<string, TxnEntry>();
     let lastSeq = 0;
     const checkpoint = await loadState(this.fs, slot.checkpointPath, TXN_SLOT_FORMAT, {

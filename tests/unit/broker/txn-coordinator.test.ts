@@ -31,6 +31,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 class FakeOwnership implements Ownership {
   readonly leaders = new Map<string, number>();
   readonly txnSlotOwners = new Map<number, number>();
+  /** Explicit standings of txn slots (cluster-mode tests), ahead of `txnSlotOwners`. */
+  readonly txnStandings = new Map<number, Standing>();
   constructor(readonly selfId = 0) {}
   brokers(): BrokerEndpoint[] {
     return [{ brokerId: this.selfId, host: "127.0.0.1", port: 9092, rack: null }];
@@ -45,6 +47,8 @@ class FakeOwnership implements Ownership {
     return kind === "txn" ? (this.txnSlotOwners.get(slot) ?? this.selfId) : this.selfId;
   }
   standing(resource: OwnedResource): Standing {
+    const explicit = resource.kind === "txn" ? this.txnStandings.get(resource.slot) : undefined;
+    if (explicit !== undefined) return explicit;
     const owner = resource.kind === "partition" ? this.partitionLeader(resource.topic, resource.partition) : this.slotOwner(resource.kind, resource.slot);
     return owner === this.selfId ? { state: "owned", epoch: 0 } : { state: "elsewhere", brokerId: owner };
   }
@@ -107,6 +111,8 @@ async function setup(
     observer?: TxnObserver;
     completionHoldMaxMs?: number;
     onFatal?: (error: FatalError) => void;
+    /** Cluster mode: no slot loaded at start, slots read from disk only by acquireSlot. */
+    cluster?: boolean;
   } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
@@ -115,7 +121,7 @@ async function setup(
   const events: string[] = [];
   const partitions = new FakePartitions(events);
   partitions.beforeWrite = opts.beforeWrite;
-  const store = await TxnStateStore.open(fs, DATA, { slotOf });
+  const store = await TxnStateStore.open(fs, DATA, { slotOf, explicitLoad: opts.cluster === true });
   const producerIds = await ProducerIdStore.open(fs, DATA, ownership.selfId, { log: () => undefined });
   const fenceLog = await FenceLogWriter.open(fs, DATA, ownership.selfId);
   const queue = new MarkerQueue(fs, DATA);
@@ -135,7 +141,7 @@ async function setup(
     },
     clock,
     log: silentLogger,
-    options: { transactionMaxTimeoutMs: 900_000, timers: false, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }) },
+    options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }) },
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
     ...(opts.onFatal === undefined ? {} : { onFatal: opts.onFatal }),
   });
@@ -825,5 +831,127 @@ describe("verifier, TxnOffsetCommit check, listing", () => {
     expect((await h.store.get("tx"))?.state).toBe("Empty");
     expect(h.coordinator.verifier.verifyBatch(p.producerId, p.producerEpoch, "orders", 0)).toBe("not-in-transaction");
     expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) })).toBe(ErrorCode.NONE);
+  });
+});
+
+describe("slot take-over (cluster mode)", () => {
+  const owned = (epoch: number): Standing => ({ state: "owned", epoch });
+
+  async function clusterBroker(fs: MemoryFs, clock: ManualClock, selfId: number, beforeWrite?: FakePartitions["beforeWrite"]) {
+    const ownership = new FakeOwnership(selfId);
+    for (let slot = 0; slot < 50; slot++) ownership.txnStandings.set(slot, { state: "elsewhere", brokerId: -1 });
+    return setup({ fs, clock, ownership, cluster: true, ...(beforeWrite === undefined ? {} : { beforeWrite }) });
+  }
+
+  async function take(h: Harness, slot: number, epoch: number): Promise<void> {
+    h.ownership.txnStandings.set(slot, { state: "loading", epoch });
+    await h.coordinator.acquireSlot(slot, epoch);
+    h.ownership.txnStandings.set(slot, owned(epoch));
+  }
+
+  async function hand(h: Harness, slot: number, to: number): Promise<void> {
+    h.ownership.txnStandings.set(slot, { state: "leaving", epoch: 0 });
+    await h.coordinator.releaseSlot(slot);
+    h.ownership.txnStandings.set(slot, { state: "elsewhere", brokerId: to });
+  }
+
+  test("no slot is served before it is acquired; loading answers COORDINATOR_LOAD_IN_PROGRESS", async () => {
+    const fs = new MemoryFs();
+    const a = await clusterBroker(fs, new ManualClock(), 0);
+    const slot = slotOf("tx");
+    const request = { transactionalId: "tx", timeoutMs: 60_000, producerId: -1, producerEpoch: -1 };
+    expect((await a.coordinator.initProducerId(request)).errorCode).toBe(ErrorCode.NOT_COORDINATOR);
+    a.ownership.txnStandings.set(slot, { state: "loading", epoch: 1 });
+    expect((await a.coordinator.initProducerId(request)).errorCode).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+    // Owned, and not loaded yet (the take-over has not run): still loading.
+    a.ownership.txnStandings.set(slot, owned(1));
+    expect((await a.coordinator.describe("tx")).errorCode).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+    expect(a.store.isLoaded(slot)).toBe(false);
+    await a.coordinator.acquireSlot(slot, 1);
+    expect((await a.coordinator.initProducerId(request)).errorCode).toBe(ErrorCode.NONE);
+    a.ownership.txnStandings.set(slot, { state: "leaving", epoch: 1 });
+    expect((await a.coordinator.describe("tx")).errorCode).toBe(ErrorCode.NOT_COORDINATOR);
+  });
+
+  test("B takes over what A wrote: A's transactions, its verifier index, and A's Prepare* completed at B's epoch", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    // A cannot write markers: its decision stays PrepareCommit.
+    const a = await clusterBroker(fs, clock, 0, () => {
+      throw new Error("partition unavailable");
+    });
+    const slots = [slotOf("tx"), slotOf("open")];
+    for (const slot of new Set(slots)) await take(a, slot, 1);
+    const p = await init(a, "tx");
+    await a.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    await a.coordinator.addOffsets({ ...ref("tx", p), groupId: "g" });
+    expect((await a.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await a.coordinator.settled();
+    expect((await a.store.get("tx"))?.state).toBe("PrepareCommit");
+    const q = await init(a, "open");
+    await a.coordinator.addPartitions({ ...ref("open", q), partitions: orders(3) });
+    for (const slot of new Set(slots)) await hand(a, slot, 1);
+    expect(a.coordinator.verifier.verifyBatch(q.producerId, q.producerEpoch, "orders", 3)).toBe("unknown-producer");
+    expect(await a.coordinator.addPartitions({ ...ref("open", q), partitions: orders(4) })).toBe(ErrorCode.NOT_COORDINATOR);
+
+    const b = await clusterBroker(fs, clock, 1);
+    expect(b.coordinator.verifier.verifyBatch(q.producerId, q.producerEpoch, "orders", 3)).toBe("unknown-producer");
+    for (const slot of new Set(slots)) await take(b, slot, 2);
+    expect((await b.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect(b.events).toEqual([`offsets commit g ${p.producerId}`, `marker orders-0 commit epoch=${p.producerEpoch}`]);
+    expect(b.partitions.written[0]?.marker.coordinatorEpoch).toBe(2);
+    expect(b.coordinator.verifier.verifyBatch(q.producerId, q.producerEpoch, "orders", 3)).toBe("in-transaction");
+    expect((await b.coordinator.describe("open")).transactionState).toBe("Ongoing");
+    expect((await b.coordinator.endTxn({ ...ref("open", q), commit: false })).errorCode).toBe(ErrorCode.NONE);
+    await b.coordinator.settled();
+    expect((await b.store.get("open"))?.state).toBe("CompleteAbort");
+  });
+
+  test("release waits for the work in flight on the slot's ids, and a later acquire reads the disk again", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    let releaseMarker!: () => void;
+    const markerHeld = new Promise<void>((resolve) => (releaseMarker = resolve));
+    const a = await clusterBroker(fs, clock, 0, () => markerHeld);
+    const slot = slotOf("tx");
+    await take(a, slot, 1);
+    const p = await init(a, "tx");
+    await a.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    expect((await a.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    let released = false;
+    const releasing = hand(a, slot, 1).then(() => (released = true));
+    // The answered EndTxn's marker and Complete* are still to come: the release waits for them.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(released).toBe(false);
+    expect(a.store.isLoaded(slot)).toBe(true);
+    releaseMarker();
+    await releasing;
+    expect(a.store.isLoaded(slot)).toBe(false);
+    const b = await clusterBroker(fs, clock, 1);
+    await take(b, slot, 2);
+    expect((await b.store.get("tx"))?.state).toBe("CompleteCommit");
+    // B moves on; A, taking the slot back, sees B's change rather than its own memory.
+    const again = await init(b, "tx");
+    await hand(b, slot, 0);
+    await take(a, slot, 3);
+    expect((await a.coordinator.describe("tx")).producerEpoch).toBe(again.producerEpoch);
+  });
+
+  test("the reaper, the reconcile pass and the expiry run only on slots owned here", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    const a = await clusterBroker(fs, clock, 0);
+    const slot = slotOf("tx");
+    await take(a, slot, 1);
+    const p = await init(a, "tx");
+    await a.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    clock.advance(61_000);
+    a.ownership.txnStandings.set(slot, { state: "leaving", epoch: 1 });
+    expect(await a.coordinator.abortTimedOutTransactions()).toBe(0);
+    clock.advance(8 * DAY_MS);
+    expect(await a.coordinator.expireTransactionalIds()).toBe(0);
+    expect((await a.store.get("tx"))?.state).toBe("Ongoing");
+    a.ownership.txnStandings.set(slot, owned(1));
+    expect(await a.coordinator.abortTimedOutTransactions()).toBe(1);
   });
 });
