@@ -174,17 +174,28 @@ export class GroupCoordinator {
     return slotOf(groupId);
   }
 
-  /** Whether this broker coordinates the group (owns its slot). */
+  /** Whether this broker coordinates the group (its slot's standing here is owned). */
   isCoordinatorFor(groupId: string): boolean {
-    if (this.closed) return false;
-    return this.deps.ownership.slotOwner("group", slotOf(groupId)) === this.deps.ownership.selfId;
+    return this.refusal(groupId) === undefined;
+  }
+
+  /**
+   * Why a request about the group cannot be served here, by the slot's standing (cluster/ownership.ts):
+   * COORDINATOR_LOAD_IN_PROGRESS while it is loading, NOT_COORDINATOR when leaving or elsewhere (or closed).
+   */
+  private refusal(groupId: string): number | undefined {
+    if (this.closed) return ErrorCode.NOT_COORDINATOR;
+    const standing = this.deps.ownership.standing({ kind: "group", slot: slotOf(groupId) });
+    if (standing.state === "owned") return undefined;
+    return standing.state === "loading" ? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS : ErrorCode.NOT_COORDINATOR;
   }
 
   // ---- membership ------------------------------------------------------------------------------
 
   joinGroup(input: JoinGroupInput): Promise<JoinGroupOutcome> {
-    if (!this.isCoordinatorFor(input.groupId)) {
-      return Promise.resolve(errorJoin(input.memberId, ErrorCode.NOT_COORDINATOR));
+    const refused = this.refusal(input.groupId);
+    if (refused !== undefined) {
+      return Promise.resolve(errorJoin(input.memberId, refused));
     }
     const waiter = this.nextWaiter++;
     const answered = new Promise<JoinGroupOutcome>((resolve) => this.joinWaiters.set(waiter, resolve));
@@ -193,8 +204,9 @@ export class GroupCoordinator {
   }
 
   syncGroup(input: SyncGroupInput): Promise<SyncGroupOutcome> {
-    if (!this.isCoordinatorFor(input.groupId)) {
-      return Promise.resolve({ errorCode: ErrorCode.NOT_COORDINATOR, protocolType: null, protocolName: null, assignment: new Uint8Array(0) });
+    const refused = this.refusal(input.groupId);
+    if (refused !== undefined) {
+      return Promise.resolve({ errorCode: refused, protocolType: null, protocolName: null, assignment: new Uint8Array(0) });
     }
     const waiter = this.nextWaiter++;
     const answered = new Promise<SyncGroupOutcome>((resolve) => this.syncWaiters.set(waiter, resolve));
@@ -203,14 +215,16 @@ export class GroupCoordinator {
   }
 
   heartbeat(input: { groupId: string; memberId: string; groupInstanceId: string | null; generationId: number }): number {
-    if (!this.isCoordinatorFor(input.groupId)) return ErrorCode.NOT_COORDINATOR;
+    const refused = this.refusal(input.groupId);
+    if (refused !== undefined) return refused;
     const { errorCode, effects } = this.state.heartbeat(input, this.deps.clock.nowMs());
     this.apply(effects);
     return errorCode;
   }
 
   leaveGroup(groupId: string, members: readonly MemberIdentity[]): LeaveGroupOutcome {
-    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, members: [] };
+    const refused = this.refusal(groupId);
+    if (refused !== undefined) return { errorCode: refused, members: [] };
     const { effects, ...outcome } = this.state.leaveGroup(groupId, members, this.deps.clock.nowMs());
     this.apply(effects);
     return outcome;
@@ -218,7 +232,8 @@ export class GroupCoordinator {
 
   /** A group described (an unknown one as Dead, as Apache does), or NOT_COORDINATOR. */
   describeGroup(groupId: string): { errorCode: typeof ErrorCode.NONE; group: DescribedGroup } | { errorCode: number; group: null } {
-    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, group: null };
+    const refused = this.refusal(groupId);
+    if (refused !== undefined) return { errorCode: refused, group: null };
     return { errorCode: ErrorCode.NONE, group: this.state.describeGroup(groupId) };
   }
 
@@ -232,8 +247,9 @@ export class GroupCoordinator {
     const results: { groupId: string; errorCode: number }[] = groupIds.map((groupId) => ({ groupId, errorCode: ErrorCode.NONE }));
     const bySlot = new Map<number, string[]>();
     for (const r of results) {
-      if (!this.isCoordinatorFor(r.groupId)) {
-        r.errorCode = ErrorCode.NOT_COORDINATOR;
+      const refused = this.refusal(r.groupId);
+      if (refused !== undefined) {
+        r.errorCode = refused;
         continue;
       }
       r.errorCode = this.state.validateDeleteGroup(r.groupId);
@@ -262,7 +278,8 @@ export class GroupCoordinator {
   /** OffsetCommit for partitions the handler found to exist; resolves once durable, one error code per partition. */
   async commitOffsets(input: OffsetCommitInput): Promise<number[]> {
     const all = (code: number): number[] => input.partitions.map(() => code);
-    if (!this.isCoordinatorFor(input.groupId)) return all(ErrorCode.NOT_COORDINATOR);
+    const refused = this.refusal(input.groupId);
+    if (refused !== undefined) return all(refused);
     const nowMs = this.deps.clock.nowMs();
     const { errorCode, effects } = this.state.validateOffsetCommit(
       { groupId: input.groupId, memberId: input.memberId, groupInstanceId: input.groupInstanceId, generationId: input.generationId, apiVersion: input.apiVersion },
@@ -309,7 +326,8 @@ export class GroupCoordinator {
    * partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT.
    */
   async fetchOffsets(groupId: string, topics: readonly { name: string; partitions: readonly number[] }[] | null, requireStable: boolean): Promise<OffsetFetchOutcome> {
-    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, topics: [] };
+    const refused = this.refusal(groupId);
+    if (refused !== undefined) return { errorCode: refused, topics: [] };
     const slotIndex = slotOf(groupId);
     if (requireStable) {
       // Let the writes queued before this fetch land first (Apache serves require_stable through its write path).
@@ -343,7 +361,8 @@ export class GroupCoordinator {
    * offset, and any staged for it, deleted durably) or GROUP_SUBSCRIBED_TO_TOPIC.
    */
   async deleteOffsets(groupId: string, topics: readonly { name: string; partitions: readonly number[] }[]): Promise<{ errorCode: number; topics: { name: string; partitions: { partition: number; errorCode: number }[] }[] }> {
-    if (!this.isCoordinatorFor(groupId)) return { errorCode: ErrorCode.NOT_COORDINATOR, topics: [] };
+    const refused = this.refusal(groupId);
+    if (refused !== undefined) return { errorCode: refused, topics: [] };
     const errorCode = this.state.validateOffsetDelete(groupId);
     if (errorCode !== ErrorCode.NONE) return { errorCode, topics: [] };
     const doomed: TopicPartitionRef[] = [];
@@ -381,7 +400,8 @@ export class GroupCoordinator {
    * REBALANCE_IN_PROGRESS check, ILLEGAL_GENERATION for an unknown group with a generation.
    */
   validateTransactionalOffsetCommit(input: { groupId: string; memberId: string; groupInstanceId: string | null; generationId: number; apiVersion: number }): number {
-    if (!this.isCoordinatorFor(input.groupId)) return ErrorCode.NOT_COORDINATOR;
+    const refused = this.refusal(input.groupId);
+    if (refused !== undefined) return refused;
     const { errorCode, effects } = this.state.validateOffsetCommit({ ...input, transactional: true }, this.deps.clock.nowMs());
     this.apply(effects);
     return errorCode;
