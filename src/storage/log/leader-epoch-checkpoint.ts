@@ -1,0 +1,143 @@
+/**
+ * `leader-epoch-checkpoint` in a partition directory: the partition's leader-epoch history, the
+ * (epoch, startOffset) of every leader epoch that appended from that offset on, epochs and start offsets
+ * strictly increasing (Apache's LeaderEpochFileCache). A versioned, checksummed state file (state-file.ts),
+ * replaced atomically. A partition without the file has the implied history [(0, 0)]: single-broker mode
+ * never writes it, so its start costs no fsync per partition.
+ */
+import { CorruptStateError } from "../../errors/errors.ts";
+import type { Fs } from "../../platform/fs.ts";
+import { loadState, saveState } from "../state-file.ts";
+
+export const LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint";
+const FORMAT = "partition-leader-epoch-checkpoint";
+const VERSION = 1;
+const INT32_MAX = 2147483647;
+
+/** Apache's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */
+export const UNDEFINED_EPOCH = -1;
+export const UNDEFINED_EPOCH_OFFSET = -1;
+
+export interface EpochEntry {
+  epoch: number;
+  startOffset: number;
+}
+
+/** The history a partition has when its directory holds no file. */
+export const IMPLIED_HISTORY: readonly EpochEntry[] = Object.freeze([Object.freeze({ epoch: 0, startOffset: 0 })]);
+
+function parse(body: unknown): EpochEntry[] {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new Error("body is not an object");
+  const entries = (body as Record<string, unknown>).entries;
+  if (!Array.isArray(entries)) throw new Error("entries is not an array");
+  const out: EpochEntry[] = [];
+  for (const [i, entry] of entries.entries()) {
+    if (typeof entry !== "object" || entry === null) throw new Error(`entries[${i}] is not an object`);
+    const { epoch, startOffset } = entry as Record<string, unknown>;
+    if (typeof epoch !== "number" || !Number.isInteger(epoch) || epoch < 0 || epoch > INT32_MAX) {
+      throw new Error(`entries[${i}].epoch is ${JSON.stringify(epoch)}, expected an int32 >= 0`);
+    }
+    if (typeof startOffset !== "number" || !Number.isSafeInteger(startOffset) || startOffset < 0) {
+      throw new Error(`entries[${i}].startOffset is ${JSON.stringify(startOffset)}, expected a non-negative integer`);
+    }
+    const previous = out.at(-1);
+    if (previous !== undefined && (epoch <= previous.epoch || startOffset < previous.startOffset)) {
+      throw new Error(`entries[${i}] (${epoch}, ${startOffset}) does not follow (${previous.epoch}, ${previous.startOffset})`);
+    }
+    out.push({ epoch, startOffset });
+  }
+  return out;
+}
+
+/**
+ * The history of one partition, in memory and on disk. Every change is durable before it returns.
+ */
+export class LeaderEpochHistory {
+  private constructor(
+    private readonly fs: Fs,
+    private readonly path: string,
+    private entries: EpochEntry[],
+  ) {}
+
+  /** Loads the history: the implied one when the file is absent, CorruptStateError when it is damaged. */
+  static async load(fs: Fs, path: string): Promise<LeaderEpochHistory> {
+    const entries = await loadState(fs, path, FORMAT, { current: VERSION, parse });
+    return new LeaderEpochHistory(fs, path, entries ?? IMPLIED_HISTORY.map((e) => ({ ...e })));
+  }
+
+  get all(): readonly EpochEntry[] {
+    return this.entries;
+  }
+
+  /** The latest epoch, or UNDEFINED_EPOCH when the history is empty (every entry truncated away). */
+  get latestEpoch(): number {
+    return this.entries.at(-1)?.epoch ?? UNDEFINED_EPOCH;
+  }
+
+  /**
+   * Makes `epoch` the partition's current leader epoch, starting at `logEndOffset`: appended durably when
+   * it is above the latest one, nothing when it equals it, refused when below (a newer leader exists).
+   */
+  async assign(epoch: number, logEndOffset: number): Promise<void> {
+    if (!Number.isInteger(epoch) || epoch < 0 || epoch > INT32_MAX) throw new RangeError(`leader epoch ${epoch} is not an int32 >= 0`);
+    const latest = this.entries.at(-1);
+    if (latest !== undefined && epoch < latest.epoch) {
+      throw new CorruptStateError(this.path, `asked to lead at epoch ${epoch}, below the recorded epoch ${latest.epoch}: a newer leader exists`);
+    }
+    if (latest !== undefined && epoch === latest.epoch) return;
+    if (latest !== undefined && logEndOffset < latest.startOffset) {
+      throw new RangeError(`log end offset ${logEndOffset} is below epoch ${latest.epoch}'s start offset ${latest.startOffset}`);
+    }
+    // An epoch that never appended anything is replaced by its successor at the same offset.
+    const kept = latest !== undefined && latest.startOffset === logEndOffset ? this.entries.slice(0, -1) : this.entries;
+    await this.replace([...kept, { epoch, startOffset: logEndOffset }]);
+  }
+
+  /**
+   * Apache's endOffsetFor: the largest epoch <= `requested` and where it ends (the next epoch's start
+   * offset, or `logEndOffset` when it is the latest); UNDEFINED when `requested` is below the first epoch.
+   */
+  endOffsetFor(requested: number, logEndOffset: number): { epoch: number; endOffset: number } {
+    const latest = this.entries.at(-1);
+    if (latest !== undefined && requested === latest.epoch) return { epoch: requested, endOffset: logEndOffset };
+    let found = -1;
+    for (let i = 0; i < this.entries.length && this.entries[i]!.epoch <= requested; i++) found = i;
+    if (found < 0) return { epoch: UNDEFINED_EPOCH, endOffset: UNDEFINED_EPOCH_OFFSET };
+    const next = this.entries[found + 1];
+    return { epoch: this.entries[found]!.epoch, endOffset: next === undefined ? logEndOffset : next.startOffset };
+  }
+
+  /** The epoch that wrote `offset` (ListOffsets' leaderEpoch), UNDEFINED_EPOCH below the first entry. */
+  epochOfOffset(offset: number): number {
+    let epoch = UNDEFINED_EPOCH;
+    for (const entry of this.entries) {
+      if (entry.startOffset > offset) break;
+      epoch = entry.epoch;
+    }
+    return epoch;
+  }
+
+  /** The log was truncated to end at `endOffset` (a torn tail): entries starting at or past it go (Apache's truncateFromEnd). */
+  async truncateFromEnd(endOffset: number): Promise<void> {
+    const kept = this.entries.filter((e) => e.startOffset < endOffset);
+    if (kept.length !== this.entries.length) await this.replace(kept);
+  }
+
+  /**
+   * The log start moved to `startOffset` (DeleteRecords, retention): entries wholly below it go and the
+   * one covering it starts there (Apache's truncateFromStart).
+   */
+  async truncateFromStart(startOffset: number): Promise<void> {
+    let covering = -1;
+    for (let i = 0; i < this.entries.length && this.entries[i]!.startOffset <= startOffset; i++) covering = i;
+    if (covering < 0 || (covering === 0 && this.entries[0]!.startOffset === startOffset)) return;
+    const kept = this.entries.slice(covering);
+    kept[0] = { epoch: kept[0]!.epoch, startOffset };
+    await this.replace(kept);
+  }
+
+  private async replace(entries: EpochEntry[]): Promise<void> {
+    await saveState(this.fs, this.path, FORMAT, VERSION, { entries });
+    this.entries = entries;
+  }
+}
