@@ -340,21 +340,31 @@ export class TxnCoordinator {
     if (ids.length > 0) this.deps.log.info("completing transactions decided before the restart", { count: ids.length });
     let left = 0;
     try {
-      for (const id of ids) {
-        if (this.closed) return;
-        const done = await this.locked(id, () => this.finish(id)).catch((error: unknown) => {
-          if (error instanceof FatalError) throw error;
-          this.deps.log.warn("completing a decided transaction failed", { transactionalId: id, error: String(error) });
-          return false;
-        });
-        if (!done) left += 1;
-      }
+      left = await this.completeDecided(ids, "completing a decided transaction failed");
     } finally {
       // Whatever could not be completed stays in Prepare* (answered CONCURRENT_TRANSACTIONS) for the
       // reconcile pass; the coordinator serves everything else.
       if (left > 0) this.deps.log.warn("some decided transactions could not be completed yet; they are retried every 10 s", { count: left });
       this.ready = true;
     }
+  }
+
+  /**
+   * Drives decided (Prepare*) transactions to completion, one at a time under each id's lock, until done or
+   * closed; resolves how many are left in Prepare* (a retriable failure, logged with `failureMessage`).
+   */
+  private async completeDecided(ids: readonly string[], failureMessage: string): Promise<number> {
+    let left = 0;
+    for (const id of ids) {
+      if (this.closed) break;
+      const done = await this.locked(id, () => this.finish(id)).catch((error: unknown) => {
+        if (error instanceof FatalError) throw error;
+        this.deps.log.warn(failureMessage, { transactionalId: id, error: String(error) });
+        return false;
+      });
+      if (!done) left += 1;
+    }
+    return left;
   }
 
   private startTimers(): void {
@@ -409,16 +419,8 @@ export class TxnCoordinator {
     const entries = await this.deps.store.loadSlot(slot);
     for (const entry of entries) this.track(entry.transactionalId, entry);
     const decided = entries.filter((entry) => isPrepare(entry.state)).map((entry) => entry.transactionalId).sort();
-    let left = 0;
-    for (const id of decided) {
-      if (this.closed) return;
-      const done = await this.locked(id, () => this.finish(id)).catch((error: unknown) => {
-        if (error instanceof FatalError) throw error;
-        this.deps.log.warn("completing a decided transaction of a slot taken over failed", { transactionalId: id, error: String(error) });
-        return false;
-      });
-      if (!done) left += 1;
-    }
+    const left = await this.completeDecided(decided, "completing a decided transaction of a slot taken over failed");
+    if (this.closed) return;
     if (left > 0) this.deps.log.warn("some decided transactions of a slot taken over could not be completed yet; they are retried every 10 s", { slot, count: left });
     this.loadedSlots.add(slot);
   }
