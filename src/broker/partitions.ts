@@ -125,7 +125,8 @@ export class PartitionManager {
         ...(report.removedCleanedFiles.length === 0 ? {} : { removedUncommittedFiles: report.removedCleanedFiles.length }),
       });
     }
-    if (report.cleanShutdown && !report.truncated && report.rebuiltIndexes.length === 0) return;
+    // A partition opened for the first time (a topic just created or grown) had no shutdown to recover from.
+    if ((report.cleanShutdown || report.created) && !report.truncated && report.rebuiltIndexes.length === 0) return;
     const fields: Record<string, unknown> = {
       partition: `${partition.topic}-${partition.partition}`,
       cleanShutdown: report.cleanShutdown,

@@ -161,6 +161,11 @@ export type DeleteRecordsResult =
   | { kind: "offset-out-of-range"; logStartOffset: number; durableEndOffset: number };
 
 export interface RecoveryReport {
+  /**
+   * The partition was new: its directory did not exist or held no segment and no checkpoint, so there
+   * was nothing to recover (cleanShutdown is false then, but no shutdown happened).
+   */
+  created: boolean;
   /** The last segment was trusted from a clean shutdown. */
   cleanShutdown: boolean;
   /** Segment files read batch by batch. */
@@ -314,6 +319,7 @@ export class PartitionLog {
 
   /** What `open` found and did; for logs and tests. */
   recoveryReport: RecoveryReport = {
+    created: false,
     cleanShutdown: false,
     scannedSegments: [],
     rebuiltIndexes: [],
@@ -1501,6 +1507,7 @@ export class PartitionLog {
       if (checkpoint !== undefined) {
         throw new CorruptStateError(this.dir, `no segment files, but ${LOG_CHECKPOINT_FILE} says offsets below ${checkpoint.recoveryPoint} were durable`);
       }
+      report.created = true;
       const segment = new Segment(this.dir, 0, nowMs);
       segment.resetIndexes();
       segment.pinned = true;
