@@ -183,10 +183,10 @@ async function serve(config: BrokerConfig): Promise<number> {
     maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
     maxHeldResponseBytes: config.maxHeldResponseBytes,
     dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
-    onConnectionError: (error, conn) => {
-      // Malformed input costs the client its connection; a FatalError costs the process its life.
+    // Malformed input costs the client its connection (the listener logs it, rate-limited); a FatalError
+    // costs the process its life.
+    onConnectionError: (error) => {
       if (error instanceof FatalError) exitFatal(error);
-      log.warn("connection closed after an error", { conn: conn.id, remote: conn.remoteAddress, ...describeError(error) });
     },
     log,
   });

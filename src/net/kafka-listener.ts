@@ -42,6 +42,8 @@
  * - a larger unmarked response goes out as two writes (prefix, then body) rather than copying megabytes.
  * Either way, the response bytes belong to the listener once returned: the dispatcher must not reuse them.
  */
+import { DecodeError } from "../errors/errors.ts";
+import { LogRateLimit } from "../platform/log-rate-limit.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /** Which connection: what a connection error is reported with. */
@@ -102,10 +104,19 @@ export interface KafkaListenerOptions {
    */
   dispatch: (frame: Uint8Array, conn: ConnectionInfo) => Promise<DispatchResult> | DispatchResult;
   /**
-   * Told about a dispatch that threw or a socket error. The connection is closed either way; main.ts uses
-   * this to turn a FatalError into a process exit. Defaults to logging a warning.
+   * Told about every dispatch that threw and every socket error (the listener logs them itself, see
+   * `connectionErrorLogLimit`). The connection is closed either way; main.ts uses this to turn a
+   * FatalError into a process exit.
    */
   onConnectionError?: (error: unknown, conn: ConnectionIdentity) => void;
+  /**
+   * How many lines connection errors (malformed frames, oversized requests, socket errors) may write to
+   * the log across the listener: at most `lines` per `perMs`, the rest counted into the next line. One
+   * connection writes one such line at most. Default 10 per 10 s.
+   */
+  connectionErrorLogLimit?: { lines: number; perMs: number };
+  /** The clock of that limit. Default performance.now. */
+  monotonicMs?: () => number;
   log: Logger;
   /** New connections beyond this many are closed at once. Unbounded when absent. */
   maxConnections?: number;
@@ -167,6 +178,7 @@ export const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION = 100;
 export const DEFAULT_MAX_HELD_RESPONSE_BYTES_PER_CONNECTION = 100 * 1024 * 1024;
 export const DEFAULT_MAX_HELD_RESPONSE_BYTES = 512 * 1024 * 1024;
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+export const DEFAULT_CONNECTION_ERROR_LOG_LIMIT = { lines: 10, perMs: 10_000 };
 /** Responses up to this size are copied behind their prefix so that they leave in one write. */
 export const COPY_THRESHOLD_BYTES = 64 * 1024;
 export const SIZE_PREFIX_BYTES = 4;
@@ -303,6 +315,8 @@ interface ConnState {
   /** End the socket once `output` is empty. */
   endWhenFlushed: boolean;
   closed: boolean;
+  /** This connection already wrote its one line about an error. */
+  errorLogged: boolean;
   pumping: boolean;
   lastActivityMs: number;
   idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -321,20 +335,33 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
   const closeTimeoutMs = opts.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
   const maxConnections = opts.maxConnections ?? Number.POSITIVE_INFINITY;
   const idleTimeoutMs = opts.idleTimeoutMs;
-  const onConnectionError =
-    opts.onConnectionError ??
-    ((error: unknown, conn: ConnectionIdentity) =>
-      log.warn("closing connection after a failed request", {
-        conn: conn.id,
-        remote: conn.remoteAddress,
-        error: describe(error),
-      }));
+  const onConnectionError = opts.onConnectionError;
+  const logLimit = opts.connectionErrorLogLimit ?? DEFAULT_CONNECTION_ERROR_LOG_LIMIT;
+  const connectionErrorLines = new LogRateLimit(logLimit.lines, logLimit.perMs, opts.monotonicMs ?? (() => performance.now()));
   if (!(maxInFlight >= 1)) throw new RangeError("maxInFlightPerConnection must be at least 1");
   const maxConnBytes = byteBound(opts.maxHeldResponseBytesPerConnection, DEFAULT_MAX_HELD_RESPONSE_BYTES_PER_CONNECTION);
   const maxBrokerBytes = byteBound(opts.maxHeldResponseBytes, DEFAULT_MAX_HELD_RESPONSE_BYTES);
 
+  /**
+   * One line per connection at most, and few per listener (`connectionErrorLines`): a client looping on a
+   * malformed frame must not fill the disk with the log. Malformed input is the client's mistake, so its
+   * line has the message and no stack; anything else is ours and keeps its stack.
+   */
+  const logConnectionError = (conn: ConnState, message: string, fields: Record<string, unknown>) => {
+    if (conn.errorLogged) return;
+    conn.errorLogged = true;
+    const dropped = connectionErrorLines.admit();
+    if (dropped === undefined) return;
+    log.warn(message, { conn: conn.info.id, remote: conn.info.remoteAddress, ...fields, ...(dropped > 0 ? { linesDropped: dropped } : {}) });
+  };
+
   /** The callback must not break the listener: what it throws is logged, and the connection still closes. */
   const report = (error: unknown, conn: ConnState) => {
+    logConnectionError(conn, error instanceof DecodeError ? "closing connection after a malformed request" : "closing connection after a failed request", {
+      error: describe(error),
+      ...(error instanceof DecodeError || !(error instanceof Error) || error.stack === undefined ? {} : { stack: error.stack }),
+    });
+    if (onConnectionError === undefined) return;
     try {
       onConnectionError(error, conn.info);
     } catch (callbackError) {
@@ -560,12 +587,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
         const size = conn.frames.peekSize();
         if (size === undefined) break;
         if (size < 0 || size > opts.maxRequestBytes) {
-          log.warn("closing connection: request size out of bounds", {
-            conn: conn.info.id,
-            remote: conn.info.remoteAddress,
-            size,
-            maxRequestBytes: opts.maxRequestBytes,
-          });
+          logConnectionError(conn, "closing connection: request size out of bounds", { size, maxRequestBytes: opts.maxRequestBytes });
           abort(conn);
           return;
         }
@@ -728,6 +750,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
           stopReading: false,
           endWhenFlushed: false,
           closed: false,
+          errorLogged: false,
           pumping: false,
           lastActivityMs: now(),
           idleTimer: undefined,

@@ -447,6 +447,72 @@ describe("failing dispatch", () => {
     expect(errors.length).toBe(1);
   });
 
+  test("a malformed frame logs one line without a stack; many on one connection still log one", async () => {
+    const log = capturingLogger();
+    const errors: unknown[] = [];
+    const listener = await listen(
+      async (f) => {
+        if (text(f).startsWith("bad")) throw new DecodeError(`malformed ${text(f)}`);
+        return f.slice();
+      },
+      { log, onConnectionError: (error) => errors.push(error) },
+    );
+    const client = await connect(listener.port);
+    client.write(concat([frame("bad1"), frame("bad2"), frame("bad3")]));
+    await expectClosed(client, "the connection to close");
+    await waitUntil(() => errors.length >= 1, "the failure reported");
+    const lines = log.lines.filter((l) => l.level === "warn");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.message).toBe("closing connection after a malformed request");
+    expect(lines[0]!.fields?.error).toBe("DecodeError: malformed bad1");
+    expect(lines[0]!.fields?.stack).toBeUndefined();
+  });
+
+  test("a failure that is not malformed input keeps its stack", async () => {
+    const log = capturingLogger();
+    const listener = await listen(
+      () => {
+        throw new TypeError("a bug of ours");
+      },
+      { log },
+    );
+    const client = await connect(listener.port);
+    client.write(frame("x"));
+    await expectClosed(client, "the connection to close");
+    await waitUntil(() => log.lines.some((l) => l.level === "warn"), "the line");
+    const line = log.lines.find((l) => l.level === "warn")!;
+    expect(line.message).toBe("closing connection after a failed request");
+    expect(String(line.fields?.stack)).toContain("a bug of ours");
+  });
+
+  test("connections failing in a loop write at most the limit's lines per interval, the next line counts the dropped", async () => {
+    const log = capturingLogger();
+    let nowMs = 0;
+    const errors: unknown[] = [];
+    const listener = await listen(
+      () => {
+        throw new DecodeError("malformed");
+      },
+      { log, connectionErrorLogLimit: { lines: 3, perMs: 1000 }, monotonicMs: () => nowMs, onConnectionError: (e) => errors.push(e) },
+    );
+    const flood = async (connections: number) => {
+      for (let i = 0; i < connections; i++) {
+        const client = await connect(listener.port);
+        client.write(frame("x"));
+        await expectClosed(client, "the connection to close");
+      }
+    };
+    await flood(20);
+    await waitUntil(() => errors.length === 20, "every failure reported to the callback");
+    const warned = () => log.lines.filter((l) => l.level === "warn");
+    expect(warned()).toHaveLength(3);
+    nowMs = 1000;
+    await flood(1);
+    await waitUntil(() => warned().length === 4, "a line in the next interval");
+    expect(warned()[3]!.fields?.linesDropped).toBe(17);
+    expect(warned()[0]!.fields?.linesDropped).toBeUndefined();
+  });
+
   test("ConnectionInfo.close() closes the connection from the dispatcher", async () => {
     let seenConn: ConnectionInfo | undefined;
     const listener = await listen((_f, conn) => {
