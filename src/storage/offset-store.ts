@@ -4,10 +4,15 @@
  *
  *   <data>/__cluster/offsets/slot-N.json      the checkpoint: a state file (state-file.ts: versioned,
  *                                             CRC-32, written atomically) holding the slot's whole state
- *                                             as of journal record lastSeq
- *   <data>/__cluster/offsets/slot-N.journal   the writes since: one line per write, each a state-file
- *                                             envelope (format "group-offsets-journal") around what the
- *                                             write changed (offset-journal.ts has both bodies)
+ *                                             as of journal record lastSeq, and its generation (the fold
+ *                                             that wrote it: 1 for the first, one more at every fold)
+ *   <data>/__cluster/offsets/slot-N.journal   the writes since: a header naming the checkpoint's
+ *                                             generation and lastSeq (journal-file.ts), then one line per
+ *                                             write, each a state-file envelope (format
+ *                                             "group-offsets-journal") around what the write changed
+ *                                             (offset-journal.ts has both bodies)
+ *   <data>/__cluster/offsets/clean-shutdown.json  written at close: each slot's journal as it was left
+ *                                             (clean-shutdown.ts)
  *
  * Writes: one serial writer per slot with group commit. `mutate(slot, fn)` queues `fn`; the writer takes
  * every queued change at once, applies them in call order to a copy-on-write draft of the durable slot,
@@ -24,11 +29,13 @@
  * write changed, so a TxnOffsetCommit or an EndTxn costs bytes in proportion to its own offsets, not to
  * the slot: with 100 groups x 100 partitions in a slot, a transaction of 10 partitions appends ~1.6 KiB
  * where whole-state records appended 3.7 MiB (docs/benchmarks.md, "Offset store"). The journal is folded
- * into the checkpoint ("compaction": an atomic rewrite of slot-N.json with the durable state and the
- * sequence number of the journal's last record, then the journal is emptied and that is fsynced) once it
- * exceeds max(1 MiB, 2 x the checkpoint), which amortizes the rewrites to O(1) per byte appended and bounds
- * the journal and the replay at load. A crash between the two leaves records the checkpoint already holds;
- * they are recognised by their sequence numbers and skipped.
+ * into the checkpoint ("compaction", a fold: an atomic rewrite of slot-N.json of the next generation with
+ * the durable state and the sequence number of the journal's last record, then the journal is replaced
+ * atomically by a header of that generation) once it exceeds max(1 MiB, 2 x the checkpoint), which
+ * amortizes the rewrites to O(1) per byte appended and bounds the journal and the replay at load. A crash
+ * between the two leaves the previous journal, whose records the checkpoint holds up to exactly its
+ * lastSeq; it is replaced at load. A slot's first write folds first (an empty checkpoint of generation 1),
+ * so that every journal with records follows a checkpoint that vouches for its header.
  *
  * Failures: a failed fsync is fatal (FatalError): every waiting and later caller is refused with it and the
  * process must exit. Any other failed write (ENOSPC, EIO) refuses the callers of that batch and cuts the
@@ -37,22 +44,27 @@
  *
  * Loading happens at open, for every slot: the checkpoint, then every journal record after its lastSeq,
  * replayed in strict sequence. An unterminated last line is a write that never completed (never
- * acknowledged): it is cut off. Anything else that fails a check (a bad checkpoint, a bad complete record,
- * records out of sequence or continuing a newer checkpoint than the one present, a record of another slot,
- * a record that changes something the state does not hold) raises CorruptStateError naming the file and
- * the record. A slot is never taken for empty: that would silently rewind every consumer.
+ * acknowledged): it is cut off, unless the previous process shut down cleanly. Anything else that fails a
+ * check (a bad checkpoint, a bad complete record, records out of sequence or continuing a newer checkpoint
+ * than the one present, a record of another slot, a record that changes something the state does not hold,
+ * a journal without a header or of another generation than its checkpoint's, a journal that differs from
+ * what the clean-shutdown record says it held) raises CorruptStateError naming the file and the record. A
+ * slot is never taken for empty: that would silently rewind every consumer. `verify` checks the files
+ * against memory while the broker runs.
  *
- * Versions: the checkpoint is at version 2 (version 1 had no lastSeq and is read as lastSeq 0), the journal
- * at version 2 (records of changes; version 1 records held the slot's whole state and are read as records
- * that replace it, so a data directory written by the previous build loads, and its journal goes on with
- * records of version 2 until the next compaction). Anything else is refused.
+ * Versions: the checkpoint is at version 3 (version 2 had no generation, version 1 no lastSeq either, read
+ * as lastSeq 0), the journal's records at version 2 (records of changes; version 1 records held the slot's
+ * whole state and are read as records that replace it) after a header. Files written by earlier builds
+ * load, and the slot is rewritten at once: its journal gets a header (the same records), then a fold
+ * writes a checkpoint of version 3. Anything else is refused.
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { OFFSET_SLOT_BYTES_MAX, OffsetSlot, type OffsetSlotDraft } from "../domain/groups/offsets.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
-import { JournalFile, readJournal } from "./journal-file.ts";
+import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
+import { checkJournalFollows, checkSequence, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
 import {
   applyGroupDelta,
   bodyFromSlot,
@@ -67,11 +79,12 @@ import {
   type GroupDelta,
   type JournalRecord,
   type ReplayGroups,
+  type SlotBody,
 } from "./offset-journal.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const OFFSETS_SLOT_FORMAT = "group-offsets-slot";
-export const OFFSETS_SLOT_VERSION = 2;
+export const OFFSETS_SLOT_VERSION = 3;
 export const OFFSETS_JOURNAL_FORMAT = "group-offsets-journal";
 export const OFFSETS_JOURNAL_VERSION = 2;
 export const OFFSETS_SLOT_COUNT_DEFAULT = 50;
@@ -124,6 +137,13 @@ class SlotWriter {
   lastSeq = 0;
   /** The checkpoint's size: compaction's threshold grows with it. */
   checkpointBytes = 0;
+  /** The checkpoint's generation (0: none yet); the journal's header names it, except while a fold runs. */
+  generation = 0;
+  /** A fold is writing the checkpoint or replacing the journal (`verify` leaves the slot alone). */
+  folding = false;
+  /** From the load until an old-format slot is rewritten: the checkpoint's lastSeq and the records after it. */
+  checkpointLastSeq = 0;
+  replayed: Uint8Array[] = [];
 
   constructor(
     readonly index: number,
@@ -138,9 +158,12 @@ export class OffsetStore {
   private readonly slots: SlotWriter[];
   private fatal: FatalError | undefined;
   private closed = false;
+  /** The record's removal before the first write (started once). */
+  private cleanShutdownRemoved: Promise<void> | undefined;
 
   private constructor(
     private readonly fs: Fs,
+    private readonly dir: string,
     slots: SlotWriter[],
     private readonly onWriteFailed: (slot: number, error: unknown) => void,
     private readonly slotBytesMax: number,
@@ -159,8 +182,9 @@ export class OffsetStore {
     await cleanTmpFiles(fs, dir);
     const slots = Array.from(
       { length: slotCount },
-      (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), new JournalFile(fs, dir, offsetsJournalPath(dataDir, i)), OffsetSlot.empty()),
+      (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), new JournalFile(fs, dir, offsetsJournalPath(dataDir, i), OFFSETS_JOURNAL_FORMAT), OffsetSlot.empty()),
     );
+    const cleanShutdown = await readCleanShutdown(fs, dir, OFFSETS_JOURNAL_FORMAT);
     const present = new Set<number>();
     for (const name of (await fs.readdir(dir)).sort()) {
       const match = SLOT_FILE.exec(name);
@@ -169,15 +193,42 @@ export class OffsetStore {
       if (index >= slotCount) throw new CorruptStateError(join(dir, name), `slot ${index} is outside the ${slotCount} slots of this store`);
       present.add(index);
     }
-    for (const index of [...present].sort((a, b) => a - b)) await loadSlot(fs, dir, slots[index]!);
-    return new OffsetStore(
+    // A slot the record names must be as it says even when its files are gone.
+    for (const index of cleanShutdown?.slots.keys() ?? []) if (index < slotCount) present.add(index);
+    const upgrades: SlotWriter[] = [];
+    for (const index of [...present].sort((a, b) => a - b)) {
+      const standing = await loadSlot(fs, dir, slots[index]!, cleanShutdown);
+      if (standing !== "current" && standing !== "fresh") upgrades.push(slots[index]!);
+    }
+    const store = new OffsetStore(
       fs,
+      dir,
       slots,
       options.onWriteFailed ?? (() => undefined),
       options.slotBytesMax ?? OFFSET_SLOT_BYTES_MAX,
       options.compactBytesMin ?? OFFSETS_JOURNAL_COMPACT_BYTES_MIN,
       options.compactRatio ?? OFFSETS_JOURNAL_COMPACT_RATIO,
     );
+    // Only now, with every slot read and checked, may files change.
+    for (const slot of upgrades) await store.finishLoad(slot);
+    return store;
+  }
+
+  /** A slot whose files are not in the current state: the previous generation's journal, or older formats. */
+  private async finishLoad(slot: SlotWriter): Promise<void> {
+    await this.beforeWrite();
+    const header = slot.journal.header;
+    if (header !== undefined && header.generation === slot.generation) return;
+    if (header !== undefined && header.generation === slot.generation - 1) {
+      // A fold wrote the checkpoint and stopped before replacing the journal.
+      await slot.journal.reset(slot.generation, slot.lastSeq);
+      return;
+    }
+    // Files of an older version: first the journal gets a header (generation 0, the same records), then
+    // a fold writes the current checkpoint. A crash between the two leaves files this reads again.
+    if (header === undefined) await slot.journal.reset(0, slot.checkpointLastSeq, slot.replayed, slot.lastSeq);
+    slot.replayed = [];
+    await this.fold(slot);
   }
 
   get slotCount(): number {
@@ -212,8 +263,12 @@ export class OffsetStore {
     for (const slot of this.slots) await slot.idle;
   }
 
-  /** Waits for writes in flight, then closes the journals; later mutations are refused. */
+  /**
+   * Waits for writes in flight, then closes the journals and writes the clean-shutdown record (not after a
+   * fatal error or a failed write whose bytes could not be cut off); later mutations are refused.
+   */
   async close(): Promise<void> {
+    if (this.closed) return;
     // A slot may start writing while idle() waits for another one: wait until none writes. Nothing can
     // be queued between that check and `closed` (no await in between), so no write meets a closed journal.
     while (this.slots.some((slot) => slot.writing)) await this.idle();
@@ -221,6 +276,63 @@ export class OffsetStore {
     for (const slot of this.slots) {
       await slot.journal.close();
     }
+    if (this.fatal !== undefined || this.slots.some((slot) => slot.journal.dirty)) return;
+    const marks = new Map<number, JournalMark | null>();
+    for (const slot of this.slots) marks.set(slot.index, slot.journal.mark() ?? null);
+    await writeCleanShutdown(this.fs, this.dir, OFFSETS_JOURNAL_FORMAT, marks);
+  }
+
+  /**
+   * Re-reads every written slot's files and checks them against memory: the checkpoint of the slot's
+   * generation up to the journal's base, the journal at least as long as what this process wrote, its
+   * header and sequence intact, and the record where this process's writes end being the last one it
+   * wrote. A slot whose fold runs (or ran) meanwhile is skipped; the next call checks it. For a
+   * background scrubber: it reads every written slot's files whole.
+   */
+  async verify(): Promise<StateVerifyReport> {
+    let checked = 0;
+    let skipped = 0;
+    const problems: CorruptStateError[] = [];
+    for (const slot of this.slots) {
+      const generation = slot.generation;
+      const mark = slot.journal.mark();
+      if (mark === undefined) continue; // never written: nothing on disk to check
+      const unchanged = () => !slot.folding && slot.generation === generation && slot.journal.header?.generation === generation;
+      if (!unchanged()) {
+        skipped += 1;
+        continue;
+      }
+      try {
+        await this.verifySlot(slot, generation, mark);
+        checked += 1;
+      } catch (error) {
+        if (!unchanged()) skipped += 1;
+        else if (error instanceof CorruptStateError) problems.push(error);
+        else throw error;
+      }
+    }
+    return { checked, skipped, problems };
+  }
+
+  private async verifySlot(slot: SlotWriter, generation: number, mark: JournalMark): Promise<void> {
+    const checkpoint = await loadCheckpoint(this.fs, slot.path);
+    if (checkpoint === undefined) throw new CorruptStateError(slot.path, `is missing; this broker wrote it at generation ${generation}`);
+    if (checkpoint.generation !== generation || checkpoint.lastSeq !== mark.baseSeq) {
+      throw new CorruptStateError(
+        slot.path,
+        `is of generation ${checkpoint.generation}, up to record ${checkpoint.lastSeq}; this broker wrote generation ${generation}, up to record ${mark.baseSeq}`,
+      );
+    }
+    await verifyJournal(this.fs, slot.journal.path, OFFSETS_JOURNAL_FORMAT, mark, (line, where) => decodeJournalRecord(where, line).seq);
+  }
+
+  /** Before this process's first write of any slot file: from now on the clean-shutdown record is stale. */
+  private beforeWrite(): Promise<void> {
+    this.cleanShutdownRemoved ??= removeCleanShutdown(this.fs, this.dir).catch((error: unknown) => {
+      this.cleanShutdownRemoved = undefined;
+      throw error;
+    });
+    return this.cleanShutdownRemoved;
   }
 
   private writer(index: number): SlotWriter {
@@ -294,8 +406,14 @@ export class OffsetStore {
 
   /** Appends one journal record with the write's changes and makes it durable. */
   private async append(slot: SlotWriter, groups: GroupDelta[], nextSeq: number): Promise<void> {
+    await this.beforeWrite();
+    const header = slot.journal.header;
+    // A slot's first write: an empty checkpoint of generation 1 first, which vouches for the header.
+    if (header === undefined) await this.fold(slot);
+    // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
+    else if (header.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
     const record: DeltaRecord = { seq: slot.lastSeq + 1, slot: slot.index, nextSeq, groups };
-    await slot.journal.append(encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, record));
+    await slot.journal.append(encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, record), record.seq);
     slot.lastSeq = record.seq;
   }
 
@@ -307,27 +425,81 @@ export class OffsetStore {
    */
   private async maybeCompact(slot: SlotWriter): Promise<void> {
     if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.checkpointBytes)) return;
-    const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, bodyFromSlot(slot.index, slot.lastSeq, slot.state));
-    await writeFileAtomic(this.fs, slot.path, bytes);
-    slot.checkpointBytes = bytes.length;
-    await slot.journal.empty();
+    await this.fold(slot);
   }
+
+  /**
+   * Writes the checkpoint of the next generation from the durable state, then replaces the journal by a
+   * header of that generation. A crash in between leaves the previous journal, which the next load
+   * recognises (it ends at the checkpoint's lastSeq) and replaces; a failed replacement is retried before
+   * the next append.
+   */
+  private async fold(slot: SlotWriter): Promise<void> {
+    await this.beforeWrite();
+    const generation = slot.generation + 1;
+    const body: CheckpointBody = { ...bodyFromSlot(slot.index, slot.lastSeq, slot.state), generation };
+    const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, body);
+    slot.folding = true;
+    try {
+      await writeFileAtomic(this.fs, slot.path, bytes);
+      slot.checkpointBytes = bytes.length;
+      slot.generation = generation;
+      await slot.journal.reset(generation, slot.lastSeq);
+    } finally {
+      slot.folding = false;
+    }
+  }
+}
+
+
+/** The checkpoint as written (version 3): the slot's body and its generation (undefined: versions 1 and 2). */
+type CheckpointBody = SlotBody & { generation?: number };
+
+/** Marks a checkpoint of an older version (no generation); a symbol, which no JSON body can carry. */
+const OLDER_CHECKPOINT = Symbol("group-offsets-slot before version 3");
+
+function loadCheckpoint(fs: Fs, path: string): Promise<CheckpointBody | undefined> {
+  return loadState(fs, path, OFFSETS_SLOT_FORMAT, {
+    current: OFFSETS_SLOT_VERSION,
+    accepted: [2, 1],
+    migrate: (raw, version) => {
+      const body = version === 1 ? migrateSlotBody(raw) : raw;
+      return typeof body === "object" && body !== null ? { ...body, [OLDER_CHECKPOINT]: true } : body;
+    },
+    parse: (raw): CheckpointBody => {
+      const body = parseSlotBody(raw);
+      const fields = raw as Record<string | symbol, unknown>;
+      if (fields[OLDER_CHECKPOINT] === true) {
+        if ("generation" in fields) throw new Error("generation is not a field of versions 1 and 2");
+        return body;
+      }
+      const generation = fields.generation;
+      if (typeof generation !== "number" || !Number.isSafeInteger(generation) || generation < 1) throw new Error("invalid generation");
+      return { ...body, generation };
+    },
+  });
+}
+
+function decodeJournalRecord(where: string, line: Uint8Array): JournalRecord {
+  return decodeState(where, line, OFFSETS_JOURNAL_FORMAT, {
+    current: OFFSETS_JOURNAL_VERSION,
+    accepted: [OFFSETS_JOURNAL_VERSION - 1],
+    migrate: markPreviousJournalVersion,
+    parse: parseJournalRecord,
+  }) as JournalRecord;
 }
 
 /**
  * Loads a slot: its checkpoint, then the journal's records after the checkpoint's lastSeq, replayed in
- * order (CorruptStateError for a damaged file or a record that does not continue the state).
+ * order (CorruptStateError for a damaged file or a record that does not continue the state), checked
+ * against the clean-shutdown record when there is one. Writes nothing: a standing other than "current" or
+ * "fresh" is for the store to finish (`finishLoad`) once every slot is read.
  */
-async function loadSlot(fs: Fs, dir: string, slot: SlotWriter): Promise<void> {
+async function loadSlot(fs: Fs, dir: string, slot: SlotWriter, cleanShutdown: CleanShutdown | undefined): Promise<JournalStanding> {
   let groups: ReplayGroups = new Map();
   let nextSeq = 0;
   let lastSeq = 0;
-  const checkpoint = await loadState(fs, slot.path, OFFSETS_SLOT_FORMAT, {
-    current: OFFSETS_SLOT_VERSION,
-    accepted: [OFFSETS_SLOT_VERSION - 1],
-    migrate: migrateSlotBody,
-    parse: parseSlotBody,
-  });
+  const checkpoint = await loadCheckpoint(fs, slot.path);
   if (checkpoint !== undefined) {
     if (checkpoint.slot !== slot.index) throw new CorruptStateError(slot.path, `holds slot ${checkpoint.slot}, not ${slot.index}`);
     groups = groupsFromBody(checkpoint);
@@ -335,38 +507,49 @@ async function loadSlot(fs: Fs, dir: string, slot: SlotWriter): Promise<void> {
     lastSeq = checkpoint.lastSeq;
     slot.checkpointBytes = (await fs.stat(slot.path))?.size ?? 0;
   }
+  const checkpointLastSeq = lastSeq;
+  const recorded = cleanShutdown?.slots.get(slot.index);
+  const replayed: Uint8Array[] = [];
   let previousSeq: number | undefined;
-  const journalBytes = await readJournal(fs, slot.journal.path, (line, where) => {
-    const record = decodeState(where, line, OFFSETS_JOURNAL_FORMAT, {
-      current: OFFSETS_JOURNAL_VERSION,
-      accepted: [OFFSETS_JOURNAL_VERSION - 1],
-      migrate: markPreviousJournalVersion,
-      parse: parseJournalRecord,
-    }) as JournalRecord;
-    if (previousSeq !== undefined && record.seq !== previousSeq + 1) throw new CorruptStateError(where, `record ${record.seq} follows record ${previousSeq}`);
-    if (record.slot !== slot.index) throw new CorruptStateError(where, `holds slot ${record.slot}, not ${slot.index}`);
-    if (record.seq > lastSeq + 1) {
-      throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at record ${lastSeq} (${slot.path} missing or older)`);
-    }
-    previousSeq = record.seq;
-    // At or below lastSeq: written before the compaction that made the checkpoint, which includes it.
-    if (record.seq <= lastSeq) return;
-    if (record.kind === "state") {
-      groups = groupsFromBody(record.state);
-      nextSeq = record.state.nextSeq;
-    } else {
-      if (record.nextSeq < nextSeq) throw new CorruptStateError(where, `nextSeq ${record.nextSeq} is below the slot's ${nextSeq}`);
-      try {
-        for (const delta of record.groups) applyGroupDelta(groups, delta);
-      } catch (error) {
-        if (error instanceof ReplayError) throw new CorruptStateError(where, `does not continue the slot's state: it ${error.message}`);
-        throw error;
+  const contents = await readJournal(fs, slot.journal.path, {
+    format: OFFSETS_JOURNAL_FORMAT,
+    cutTornTail: recorded === undefined,
+    onRecord: (line, where, header) => {
+      const record = decodeJournalRecord(where, line);
+      // Before the checks below, so that a gap is reported as one rather than as a missing checkpoint.
+      checkSequence(where, record.seq, previousSeq, header);
+      if (record.slot !== slot.index) throw new CorruptStateError(where, `holds slot ${record.slot}, not ${slot.index}`);
+      if (record.seq > lastSeq + 1) {
+        throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at record ${lastSeq} (${slot.path} missing or older)`);
       }
-      nextSeq = record.nextSeq;
-    }
-    lastSeq = record.seq;
+      previousSeq = record.seq;
+      // At or below lastSeq: written before the compaction that made the checkpoint, which includes it.
+      if (record.seq <= lastSeq) return record.seq;
+      if (record.kind === "state") {
+        groups = groupsFromBody(record.state);
+        nextSeq = record.state.nextSeq;
+      } else {
+        if (record.nextSeq < nextSeq) throw new CorruptStateError(where, `nextSeq ${record.nextSeq} is below the slot's ${nextSeq}`);
+        try {
+          for (const delta of record.groups) applyGroupDelta(groups, delta);
+        } catch (error) {
+          if (error instanceof ReplayError) throw new CorruptStateError(where, `does not continue the slot's state: it ${error.message}`);
+          throw error;
+        }
+        nextSeq = record.nextSeq;
+      }
+      lastSeq = record.seq;
+      replayed.push(line);
+      return record.seq;
+    },
   });
+  if (cleanShutdown !== undefined && recorded !== undefined) checkAgainstCleanShutdown(cleanShutdown, contents, recorded);
+  const standing = checkJournalFollows(contents, slot.path, checkpoint && { generation: checkpoint.generation, lastSeq: checkpoint.lastSeq });
   slot.state = OffsetSlot.fromGroups(groups, nextSeq);
-  slot.journal = new JournalFile(fs, dir, slot.journal.path, journalBytes);
+  slot.journal = new JournalFile(fs, dir, slot.journal.path, OFFSETS_JOURNAL_FORMAT, contents);
   slot.lastSeq = lastSeq;
+  slot.generation = checkpoint?.generation ?? 0;
+  slot.checkpointLastSeq = checkpointLastSeq;
+  slot.replayed = standing === "old-format" ? replayed : [];
+  return standing;
 }

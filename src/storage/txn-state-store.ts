@@ -7,9 +7,12 @@
  * Files, per slot N, under <data>/__cluster/txn_state/:
  *
  *   slot-N.json      the checkpoint: a state file (state-file.ts: versioned, CRC-32, written atomically)
- *                    whose body is {lastSeq, entries[]}: every entry of the slot as of journal record lastSeq
- *   slot-N.journal   the changes since: one line per write, each line itself a state-file envelope
+ *                    whose body is {generation, lastSeq, entries[]}: every entry of the slot as of journal
+ *                    record lastSeq, and the fold that wrote it (1 for the first, one more at every fold)
+ *   slot-N.journal   the changes since: a header naming the checkpoint's generation and lastSeq
+ *                    (journal-file.ts), then one line per write, each line itself a state-file envelope
  *                    (format "txn-state-journal", version, crc32) around {seq, put[], del[]}
+ *   clean-shutdown.json  written at close: each slot's journal as it was left (clean-shutdown.ts)
  *
  * Why a journal beside the slot-N.json checkpoint: rewriting the whole slot file on every transition makes
  * a transition cost O(ids in the slot). With 100k transactional ids (2000 per slot) that is a 600 KB
@@ -32,16 +35,24 @@
  *   the next start). Any other failed write (ENOSPC, EIO on write) rejects the callers of that write and of
  *   every change applied after it, rolls the slot's memory back to its durable state, and the store goes
  *   on: nothing was acknowledged, and the journal's tail is cut back to its last good record.
- * - Compaction writes the checkpoint from the durable state only, then empties the journal. A crash between
- *   the two leaves journal records the checkpoint already holds; they are recognised by their sequence
- *   numbers and skipped.
+ * - Compaction ("fold") writes the checkpoint of the next generation from the durable state only, then
+ *   replaces the journal atomically by a header of that generation. A crash between the two leaves the
+ *   previous generation's journal, whose records the checkpoint holds: it must end exactly at the
+ *   checkpoint's lastSeq and is replaced before the next append. A slot's first write folds first (an empty
+ *   checkpoint of generation 1), so that every journal with records follows a checkpoint that vouches for
+ *   its header.
  *
  * Loading (lazily, per slot, at its first use): checkpoint, then every journal record after its lastSeq, in
  * strict sequence. An unterminated last line is a write that never completed (and was never acknowledged):
- * it is cut off. Anything else that fails a check (a bad checkpoint, a bad or out-of-sequence complete
- * record, an entry in the wrong slot, a journal without the checkpoint it continues) raises
- * CorruptStateError naming the file: a slot is never taken for empty, because that would forget producer
- * ids and open transactions.
+ * it is cut off, unless the previous process shut down cleanly. Anything else that fails a check (a bad
+ * checkpoint, a bad or out-of-sequence complete record, an entry in the wrong slot, a journal without the
+ * checkpoint it continues, a journal without a header or of another generation than its checkpoint's, a
+ * journal that differs from what the clean-shutdown record says it held) raises CorruptStateError naming
+ * the file: a slot is never taken for empty, because that would forget producer ids and open transactions.
+ * `verify` checks the files of the loaded slots against memory while the broker runs.
+ *
+ * Versions: the checkpoint is at version 2 (version 1 had no generation) and journals carry a header;
+ * files written before both are read, and the slot is rewritten in the current format as it loads.
  *
  * Multi-broker fencing of a deposed slot owner is the cluster layer's job (docs/architecture.md, "Ownership
  * and cluster mode"); this store assumes it is the slot's only writer.
@@ -51,11 +62,12 @@ import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import { PREPARE_STATES, compareStrings, parseTxnEntry, type TxnEntry } from "../domain/txn/txn-state.ts";
 import type { Fs } from "../platform/fs.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
-import { JournalFile, readJournal } from "./journal-file.ts";
+import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
+import { checkJournalFollows, checkSequence, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const TXN_SLOT_FORMAT = "txn-state-slot";
-export const TXN_SLOT_VERSION = 1;
+export const TXN_SLOT_VERSION = 2;
 export const TXN_JOURNAL_FORMAT = "txn-state-journal";
 export const TXN_JOURNAL_VERSION = 1;
 export const TXN_SLOT_COUNT_DEFAULT = 50;
@@ -119,9 +131,12 @@ export interface TxnStateStoreOptions {
 }
 
 interface SlotBody {
+  /** undefined: a checkpoint of version 1, written before generations existed. */
+  generation?: number;
   lastSeq: number;
   entries: TxnEntry[];
 }
+
 
 interface JournalBody {
   seq: number;
@@ -157,6 +172,10 @@ class Slot {
   /** Sequence number of the last durable journal record (or of the checkpoint). */
   lastSeq = 0;
   checkpointBytes = 0;
+  /** The checkpoint's generation (0: none yet); the journal's header names it, except while a fold runs. */
+  generation = 0;
+  /** A fold is writing the checkpoint or replacing the journal (`verify` leaves the slot alone). */
+  folding = false;
   idle: Promise<void> = Promise.resolve();
   markIdle: () => void = () => undefined;
 
@@ -186,7 +205,16 @@ export class TxnStateStore {
     private readonly dataDir: string,
     slotCount: number,
   ) {
-    this.slots = Array.from({ length: slotCount }, (_, i) => new Slot(i, txnSlotPath(dataDir, i), new JournalFile(fs, dir, txnJournalPath(dataDir, i))));
+    this.slots = Array.from({ length: slotCount }, (_, i) => new Slot(i, txnSlotPath(dataDir, i), this.journalOf(i)));
+  }
+
+  /** What the previous process's clean shutdown recorded (single-broker mode only). */
+  private cleanShutdown: CleanShutdown | undefined;
+  /** The record's removal before the first write (started once). */
+  private cleanShutdownRemoved: Promise<void> | undefined;
+
+  private journalOf(index: number): JournalFile {
+    return new JournalFile(this.fs, this.dir, txnJournalPath(this.dataDir, index), TXN_JOURNAL_FORMAT);
   }
 
   /** Opens the store under `dataDir`, creating its directory durably. Slots are loaded at first use. */
@@ -196,7 +224,7 @@ export class TxnStateStore {
     const dir = txnStateDir(dataDir);
     await ensureDir(fs, dir);
     await cleanTmpFiles(fs, dir);
-    return new TxnStateStore(
+    const store = new TxnStateStore(
       fs,
       dir,
       options.slotOf,
@@ -206,6 +234,14 @@ export class TxnStateStore {
       dataDir,
       slotCount,
     );
+    if (store.explicitLoad) {
+      // Slots move between brokers: another broker may change a slot after this one closed, so no
+      // record of this broker's vouches for them. One left by a single-broker run is stale.
+      await removeCleanShutdown(fs, dir);
+    } else {
+      store.cleanShutdown = await readCleanShutdown(fs, dir, TXN_JOURNAL_FORMAT);
+    }
+    return store;
   }
 
   /** The durable entry of a transactional id, or undefined. */
@@ -318,7 +354,8 @@ export class TxnStateStore {
     slot.pending = new Map();
     slot.lastSeq = 0;
     slot.checkpointBytes = 0;
-    slot.journal = new JournalFile(this.fs, this.dir, txnJournalPath(this.dataDir, index));
+    slot.generation = 0;
+    slot.journal = this.journalOf(index);
   }
 
   /**
@@ -326,12 +363,86 @@ export class TxnStateStore {
    * then closes the journals.
    */
   async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     while (this.updatesInProgress > 0) await new Promise<void>((resolve) => (this.notifyUpdatesDone = resolve));
     for (const slot of this.slots) {
       await slot.idle;
       await slot.journal.close();
     }
+    await this.recordCleanShutdown();
+  }
+
+  /**
+   * Re-reads the files of every loaded slot and checks them against memory: the checkpoint of the slot's
+   * generation up to the journal's base, the journal at least as long as what this process wrote, its
+   * header and sequence intact, and the record where this process's writes end being the last one it
+   * wrote. A slot whose fold runs (or ran) meanwhile is skipped; the next call checks it. For a
+   * background scrubber: it reads every loaded slot's files whole.
+   */
+  async verify(): Promise<StateVerifyReport> {
+    let checked = 0;
+    let skipped = 0;
+    const problems: CorruptStateError[] = [];
+    for (const slot of this.slots) {
+      if (!slot.loaded) continue;
+      const journal = slot.journal;
+      const generation = slot.generation;
+      const mark = journal.mark();
+      const unchanged = () => slot.loaded && !slot.folding && slot.journal === journal && slot.generation === generation && journal.header?.generation === generation;
+      if (mark === undefined) continue; // a slot never written: nothing on disk to check
+      if (!unchanged()) {
+        skipped += 1;
+        continue;
+      }
+      try {
+        await this.verifySlot(slot, generation, mark);
+        checked += 1;
+      } catch (error) {
+        if (!unchanged()) skipped += 1;
+        else if (error instanceof CorruptStateError) problems.push(error);
+        else throw error;
+      }
+    }
+    return { checked, skipped, problems };
+  }
+
+  private async verifySlot(slot: Slot, generation: number, mark: JournalMark): Promise<void> {
+    const checkpoint = await loadState(this.fs, slot.checkpointPath, TXN_SLOT_FORMAT, { current: TXN_SLOT_VERSION, parse: parseSlotBody });
+    if (checkpoint === undefined) throw new CorruptStateError(slot.checkpointPath, `is missing; this broker wrote it at generation ${generation}`);
+    if (checkpoint.generation !== generation || checkpoint.lastSeq !== mark.baseSeq) {
+      throw new CorruptStateError(
+        slot.checkpointPath,
+        `is of generation ${checkpoint.generation}, up to record ${checkpoint.lastSeq}; this broker wrote generation ${generation}, up to record ${mark.baseSeq}`,
+      );
+    }
+    await verifyJournal(this.fs, slot.journal.path, TXN_JOURNAL_FORMAT, mark, (line, where) => decodeJournalRecord(where, line).seq);
+  }
+
+  /** At close: each slot's journal as left, for the next start to check (not after a fatal error or a dirty tail). */
+  private async recordCleanShutdown(): Promise<void> {
+    if (this.explicitLoad || this.fatal !== undefined) return;
+    const marks = new Map<number, JournalMark | null>();
+    for (const slot of this.slots) {
+      if (slot.loaded) {
+        if (slot.journal.dirty) return;
+        marks.set(slot.index, slot.journal.mark() ?? null);
+      } else {
+        // Not read by this process, hence unchanged since the previous record (if there was one).
+        const previous = this.cleanShutdown?.slots.get(slot.index);
+        if (previous !== undefined) marks.set(slot.index, previous);
+      }
+    }
+    await writeCleanShutdown(this.fs, this.dir, TXN_JOURNAL_FORMAT, marks);
+  }
+
+  /** Before this process's first write of any slot file: from now on the clean-shutdown record is stale. */
+  private beforeWrite(): Promise<void> {
+    this.cleanShutdownRemoved ??= removeCleanShutdown(this.fs, this.dir).catch((error: unknown) => {
+      this.cleanShutdownRemoved = undefined;
+      throw error;
+    });
+    return this.cleanShutdownRemoved;
   }
 
   // ---- internals -------------------------------------------------------------------------------
@@ -429,6 +540,12 @@ export class TxnStateStore {
   }
 
   private async append(slot: Slot, batch: Map<string, TxnEntry | undefined>): Promise<void> {
+    await this.beforeWrite();
+    const header = slot.journal.header;
+    // A slot's first write: an empty checkpoint of generation 1 first, which vouches for the header.
+    if (header === undefined) await this.fold(slot);
+    // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
+    else if (header.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
     const seq = slot.lastSeq + 1;
     const body: JournalBody = { seq, put: [], del: [] };
     for (const id of [...batch.keys()].sort(compareStrings)) {
@@ -437,22 +554,39 @@ export class TxnStateStore {
       else body.put.push(entry);
     }
     const line = encodeState(TXN_JOURNAL_FORMAT, TXN_JOURNAL_VERSION, body);
-    await slot.journal.append(line);
+    await slot.journal.append(line, seq);
     slot.lastSeq = seq;
   }
 
   private async maybeCompact(slot: Slot): Promise<void> {
     if (slot.journal.bytes < Math.max(this.compactBytesMin, this.compactRatio * slot.checkpointBytes)) return;
+    await this.fold(slot);
+  }
+
+  /**
+   * Writes the checkpoint of the next generation from the durable state, then replaces the journal by a
+   * header of that generation. A crash in between leaves the previous journal, which the next load
+   * recognises (it ends at the checkpoint's lastSeq) and replaces; a failed replacement is retried before
+   * the next append.
+   */
+  private async fold(slot: Slot): Promise<void> {
+    await this.beforeWrite();
+    const generation = slot.generation + 1;
     const body: SlotBody = {
+      generation,
       lastSeq: slot.lastSeq,
       entries: [...slot.durable.values()].sort((a, b) => compareStrings(a.transactionalId, b.transactionalId)),
     };
     const bytes = encodeState(TXN_SLOT_FORMAT, TXN_SLOT_VERSION, body);
-    await writeFileAtomic(this.fs, slot.checkpointPath, bytes);
-    slot.checkpointBytes = bytes.length;
-    // Every journal record is now in the checkpoint. Emptying the journal needs no atomicity: whatever
-    // part of it survives a crash is skipped by sequence number.
-    await slot.journal.empty();
+    slot.folding = true;
+    try {
+      await writeFileAtomic(this.fs, slot.checkpointPath, bytes);
+      slot.checkpointBytes = bytes.length;
+      slot.generation = generation;
+      await slot.journal.reset(generation, slot.lastSeq);
+    } finally {
+      slot.folding = false;
+    }
   }
 
   private async loadedSlot(slot: Slot): Promise<Slot> {
@@ -485,6 +619,8 @@ export class TxnStateStore {
     let lastSeq = 0;
     const checkpoint = await loadState(this.fs, slot.checkpointPath, TXN_SLOT_FORMAT, {
       current: TXN_SLOT_VERSION,
+      accepted: [1],
+      migrate: markVersion1Checkpoint,
       parse: parseSlotBody,
     });
     if (checkpoint !== undefined) {
@@ -499,31 +635,53 @@ export class TxnStateStore {
       slot.checkpointBytes = (await this.fs.stat(slot.checkpointPath))?.size ?? 0;
     }
 
-    const journalPath = slot.journal.path;
+    const journalPath = txnJournalPath(this.dataDir, slot.index);
+    const record = this.cleanShutdown;
+    const recorded = record?.slots.get(slot.index);
+    /** The records after the checkpoint, as read (an old-format journal is rewritten with them). */
+    const replayed: Uint8Array[] = [];
     let previousSeq: number | undefined;
-    const journalBytes = await readJournal(this.fs, journalPath, (line, where) => {
-      const record = decodeState(where, line, TXN_JOURNAL_FORMAT, { current: TXN_JOURNAL_VERSION, parse: parseJournalBody }) as JournalBody;
-      if (previousSeq !== undefined && record.seq !== previousSeq + 1) {
-        throw new CorruptStateError(where, `record ${record.seq} follows record ${previousSeq}`);
-      }
-      if (record.seq > lastSeq + 1) {
-        throw new CorruptStateError(where, `record ${record.seq} continues a checkpoint at ${lastSeq} (${slot.checkpointPath} missing or older)`);
-      }
-      if (record.seq === lastSeq + 1) {
-        for (const entry of record.put) {
-          this.checkBelongs(slot, where, entry.transactionalId);
-          entries.set(entry.transactionalId, entry);
+    const contents = await readJournal(this.fs, journalPath, {
+      format: TXN_JOURNAL_FORMAT,
+      cutTornTail: recorded === undefined,
+      onRecord: (line, where, header) => {
+        const body = decodeJournalRecord(where, line);
+        // Before the checks below, so that a gap is reported as one rather than as a missing checkpoint.
+        checkSequence(where, body.seq, previousSeq, header);
+        previousSeq = body.seq;
+        if (body.seq > lastSeq + 1) {
+          throw new CorruptStateError(where, `record ${body.seq} continues a checkpoint at ${lastSeq} (${slot.checkpointPath} missing or older)`);
         }
-        for (const id of record.del) entries.delete(id);
-        lastSeq = record.seq;
-      }
-      previousSeq = record.seq;
+        if (body.seq === lastSeq + 1) {
+          for (const entry of body.put) {
+            this.checkBelongs(slot, where, entry.transactionalId);
+            entries.set(entry.transactionalId, entry);
+          }
+          for (const id of body.del) entries.delete(id);
+          lastSeq = body.seq;
+          replayed.push(line);
+        }
+        return body.seq;
+      },
     });
+    if (record !== undefined && recorded !== undefined) checkAgainstCleanShutdown(record, contents, recorded);
+    const standing = checkJournalFollows(contents, slot.checkpointPath, checkpoint && { generation: checkpoint.generation, lastSeq: checkpoint.lastSeq });
 
     slot.live = new Map(entries);
     slot.durable = entries;
     slot.lastSeq = lastSeq;
-    slot.journal = new JournalFile(this.fs, this.dir, journalPath, journalBytes);
+    slot.generation = checkpoint?.generation ?? 0;
+    slot.journal = new JournalFile(this.fs, this.dir, journalPath, TXN_JOURNAL_FORMAT, contents);
+    if (standing === "previous") {
+      await this.beforeWrite();
+      await slot.journal.reset(slot.generation, lastSeq);
+    } else if (standing === "old-format") {
+      // Files of an older version: first the journal gets a header (generation 0, the same records),
+      // then a fold writes the current checkpoint. A crash between the two leaves files this reads again.
+      await this.beforeWrite();
+      if (contents.header === undefined) await slot.journal.reset(0, checkpoint?.lastSeq ?? 0, replayed, lastSeq);
+      await this.fold(slot);
+    }
   }
 
   private checkBelongs(slot: Slot, where: string, transactionalId: string): void {
@@ -534,12 +692,30 @@ export class TxnStateStore {
   }
 }
 
+/** Marks a checkpoint of version 1 (no generation); a symbol, which no JSON body can carry. */
+const VERSION_1_CHECKPOINT = Symbol("txn-state-slot version 1");
+
+function markVersion1Checkpoint(body: unknown): unknown {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return body;
+  return { ...body, [VERSION_1_CHECKPOINT]: true };
+}
+
 function parseSlotBody(body: unknown): SlotBody {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw new Error("body is not an object");
-  const b = body as Record<string, unknown>;
+  const b = body as Record<string | symbol, unknown>;
   if (typeof b.lastSeq !== "number" || !Number.isSafeInteger(b.lastSeq) || b.lastSeq < 0) throw new Error("invalid lastSeq");
   if (!Array.isArray(b.entries)) throw new Error("entries is not an array");
-  return { lastSeq: b.lastSeq, entries: b.entries.map(parseTxnEntry) };
+  const entries = b.entries.map(parseTxnEntry);
+  if (b[VERSION_1_CHECKPOINT] === true) {
+    if ("generation" in b) throw new Error("generation is not a field of version 1");
+    return { lastSeq: b.lastSeq, entries };
+  }
+  if (typeof b.generation !== "number" || !Number.isSafeInteger(b.generation) || b.generation < 1) throw new Error("invalid generation");
+  return { generation: b.generation, lastSeq: b.lastSeq, entries };
+}
+
+function decodeJournalRecord(where: string, line: Uint8Array): JournalBody {
+  return decodeState(where, line, TXN_JOURNAL_FORMAT, { current: TXN_JOURNAL_VERSION, parse: parseJournalBody }) as JournalBody;
 }
 
 function parseJournalBody(body: unknown): JournalBody {

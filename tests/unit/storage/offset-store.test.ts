@@ -17,8 +17,16 @@ import {
 } from "../../../src/storage/offset-store.ts";
 import { encodeState } from "../../../src/storage/state-file.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
+import { cleanShutdownPath } from "../../../src/storage/clean-shutdown.ts";
+import { encodeJournalHeader } from "../../../src/storage/journal-file.ts";
 
 const DATA = "/data";
+
+/** As after a crash: no clean-shutdown record, so that only the journal's own checks apply. */
+async function forgetCleanShutdown(fs: Fs): Promise<void> {
+  const path = cleanShutdownPath(`${DATA}/__cluster/offsets`);
+  if ((await fs.stat(path)) !== undefined) await fs.unlink(path);
+}
 
 const entry = (topic: string, partition: number, offset: number, metadata = ""): OffsetCommitEntry => ({
   topic,
@@ -109,10 +117,12 @@ describe("OffsetStore", () => {
   test("group commit: 50 concurrent commits cost far fewer fsyncs than 50 writes", async () => {
     const fs = new GatedFs(new MemoryFs());
     const store = await OffsetStore.open(fs, DATA);
+    // The slot's first write also writes its first checkpoint and journal header.
+    await store.mutate(3, (d) => d.commit("first", [entry("t", 0, 0)]));
     const before = fs.fsyncs;
     const commits = Array.from({ length: 50 }, (_, i) => store.mutate(3, (d) => d.commit(`g${i}`, [entry("t", 0, i)])));
     await Promise.all(commits);
-    expect(store.writesOf(3)).toBe(1);
+    expect(store.writesOf(3)).toBe(2);
     expect(fs.fsyncs - before).toBe(1); // one tmp-file fsync (the directory fsync is separate)
     for (let i = 0; i < 50; i++) expect(store.slot(3).committed(`g${i}`, "t", 0)!.offset).toBe(i);
   });
@@ -197,12 +207,12 @@ describe("OffsetStore", () => {
 
   test("a damaged checkpoint is refused with CorruptStateError naming it, never taken for empty", async () => {
     const fs = new MemoryFs();
-    // Compaction after every write: the state is in the checkpoint and the journal is empty.
+    // Compaction after every write: the state is in the checkpoint and the journal is a header.
     const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
     await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 1)]));
     // Compaction runs after the answer, before the slot's next write.
     await store.idle();
-    expect((await fs.readFile(offsetsJournalPath(DATA, 9))).length).toBe(0);
+    expect(new TextDecoder().decode(await fs.readFile(offsetsJournalPath(DATA, 9)))).toMatch(/^\{"format":"journal-header"[^\n]*\n$/);
     const path = offsetsSlotPath(DATA, 9);
     const good = await fs.readFile(path);
     const overwrite = async (bytes: Uint8Array) => {
@@ -248,14 +258,16 @@ describe("OffsetStore", () => {
     await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 1)]));
     await store.mutate(9, (d) => d.commit("g", [entry("t", 0, 2)]));
     await store.close();
+    await forgetCleanShutdown(fs);
     const path = offsetsJournalPath(DATA, 9);
     const good = await fs.readFile(path);
-    const lines = new TextDecoder().decode(good).split("\n").filter(Boolean);
+    // The header, then the two records.
+    const [header, ...lines] = new TextDecoder().decode(good).split("\n").filter(Boolean);
     expect(lines.length).toBe(2);
     expect((await OffsetStore.open(fs, DATA)).slot(9).committed("g", "t", 0)!.offset).toBe(2);
-    const overwrite = async (text: string) => {
+    const overwrite = async (text: string, withHeader = true) => {
       const h = await fs.open(path, "w");
-      await h.write(new TextEncoder().encode(text), 0);
+      await h.write(new TextEncoder().encode(withHeader ? `${header}\n${text}` : text), 0);
       await h.fsync();
       await h.close();
     };
@@ -270,7 +282,7 @@ describe("OffsetStore", () => {
     await overwrite(`${lines[0]}\n${lines[1]!.slice(0, 40)}`);
     const reopened = await OffsetStore.open(fs, DATA);
     expect(reopened.slot(9).committed("g", "t", 0)!.offset).toBe(1);
-    expect(new TextDecoder().decode(await fs.readFile(path))).toBe(`${lines[0]}\n`);
+    expect(new TextDecoder().decode(await fs.readFile(path))).toBe(`${header}\n${lines[0]}\n`);
     await reopened.mutate(9, (d) => d.commit("g", [entry("t", 0, 3)]));
     expect((await OffsetStore.open(fs, DATA)).slot(9).committed("g", "t", 0)!.offset).toBe(3);
 
@@ -520,20 +532,23 @@ describe("OffsetStore", () => {
     const store = await OffsetStore.open(fs, DATA);
     const states = await writeEveryKind(store, 1);
     await store.close();
+    await forgetCleanShutdown(fs);
     const path = offsetsJournalPath(DATA, 1);
-    const lines = text.decode(await fs.readFile(path)).split("\n").filter(Boolean);
+    const [header, ...lines] = text.decode(await fs.readFile(path)).split("\n").filter(Boolean);
+    expect(header).toContain('"format":"journal-header"');
     expect(lines.length).toBe(states.length - 1);
     expect(lines.every((line) => line.includes('"version":2'))).toBe(true);
     for (let k = 0; k < lines.length; k++) {
-      const complete = lines.slice(0, k).map((line) => `${line}\n`).join("");
+      const complete = [header, ...lines.slice(0, k)].map((line) => `${line}\n`).join("");
       await overwriteFile(fs, path, complete + lines[k]!.slice(0, Math.floor(lines[k]!.length / 2)));
       const reopened = await OffsetStore.open(fs, DATA);
       expect(bodyFromSlot(1, 0, reopened.slot(1))).toEqual(states[k]!);
       // The torn tail is cut off, durably, and the next write lands on a clean end.
       expect(text.decode(await fs.readFile(path))).toBe(complete);
       await reopened.close();
+      await forgetCleanShutdown(fs);
     }
-    await overwriteFile(fs, path, lines.map((line) => `${line}\n`).join(""));
+    await overwriteFile(fs, path, [header, ...lines].map((line) => `${line}\n`).join(""));
     expect(bodyFromSlot(1, 0, (await OffsetStore.open(fs, DATA)).slot(1))).toEqual(states.at(-1)!);
   });
 
@@ -542,7 +557,9 @@ describe("OffsetStore", () => {
     const store = await OffsetStore.open(fs, DATA);
     await writeEveryKind(store, 1);
     await store.close();
+    await forgetCleanShutdown(fs);
     const path = offsetsJournalPath(DATA, 1);
+    // lines[0] is the header, lines[k] record k.
     const lines = text.decode(await fs.readFile(path)).split("\n").filter(Boolean);
     const position = lines.slice(0, 2).reduce((n, line) => n + utf8.encode(line).length + 1, 0);
     const damaged = [...lines];
@@ -554,14 +571,20 @@ describe("OffsetStore", () => {
     expect((error as Error).message).toContain(`${path} (record at byte ${position})`);
     expect((error as Error).message).toMatch(/checksum mismatch/);
     // A record missing from the middle: the next one does not follow.
-    await overwriteFile(fs, path, [lines[0], lines[2]].map((line) => `${line}\n`).join(""));
+    await overwriteFile(fs, path, [lines[0], lines[1], lines[3]].map((line) => `${line}\n`).join(""));
     expect(((await openError(fs)) as Error).message).toMatch(/record 3 follows record 1/);
-    // A journal that starts after its checkpoint: the records before are missing.
-    await overwriteFile(fs, path, lines.slice(1).map((line) => `${line}\n`).join(""));
+    // Records reordered.
+    await overwriteFile(fs, path, [lines[0], lines[2], lines[1]].map((line) => `${line}\n`).join(""));
+    expect(((await openError(fs)) as Error).message).toMatch(/record 2 is first after a header at record 0/);
+    // A journal that starts after its header: the records before are missing.
+    await overwriteFile(fs, path, [lines[0], ...lines.slice(2)].map((line) => `${line}\n`).join(""));
+    expect(((await openError(fs)) as Error).message).toMatch(/record 2 is first after a header at record 0/);
+    // A journal of the old format (no header) that starts after its checkpoint.
+    await overwriteFile(fs, path, lines.slice(2).map((line) => `${line}\n`).join(""));
     expect(((await openError(fs)) as Error).message).toMatch(/record 2 continues a checkpoint at record 0 .*slot-1\.json missing or older/);
     // A well-formed record that changes what the state does not hold.
     const stray = encodeState(OFFSETS_JOURNAL_FORMAT, 2, { seq: 2, slot: 1, nextSeq: 50, groups: [{ groupId: "g", uncommit: [{ topic: "t", partitions: [9] }] }] });
-    await overwriteFile(fs, path, `${lines[0]}\n${text.decode(stray)}`);
+    await overwriteFile(fs, path, `${lines[0]}\n${lines[1]}\n${text.decode(stray)}`);
     const strayError = await openError(fs);
     expect(strayError).toBeInstanceOf(CorruptStateError);
     expect((strayError as Error).message).toMatch(/does not continue the slot's state: it removes the committed offset of group "g" t-9, which does not exist/);
@@ -595,13 +618,16 @@ describe("OffsetStore", () => {
     // The last whole state is the slot.
     const store = await OffsetStore.open(fs, DATA);
     expect(bodyFromSlot(4, 0, store.slot(4))).toEqual({ ...v1States[1]!, lastSeq: 0 });
-    // The next write appends a record of changes (version 2, numbered on) after the version 1 records.
+    // Rewritten at once in the current format: a checkpoint of version 3 up to record 2, then a journal
+    // header; the next write appends a record of changes (version 2, numbered on).
+    const upgraded = JSON.parse(text.decode(await fs.readFile(offsetsSlotPath(DATA, 4)))) as { version: number; body: { lastSeq: number; generation: number } };
+    expect([upgraded.version, upgraded.body.lastSeq, upgraded.body.generation]).toEqual([3, 2, 1]);
     await store.mutate(4, (d) => d.completeTransaction("g", 9, true));
     const lines = text.decode(await fs.readFile(offsetsJournalPath(DATA, 4))).split("\n").filter(Boolean);
-    expect(lines.map((line) => (JSON.parse(line) as { version: number; body: { seq: number } })).map((r) => [r.version, r.body.seq])).toEqual([
-      [1, 1],
-      [1, 2],
-      [2, 3],
+    type Line = { format: string; version: number; body: { seq?: number; baseSeq?: number; generation?: number } };
+    expect(lines.map((line) => JSON.parse(line) as Line).map((r) => [r.format, r.version, r.body.seq ?? r.body.baseSeq])).toEqual([
+      ["journal-header", 1, 2],
+      [OFFSETS_JOURNAL_FORMAT, 2, 3],
     ]);
     fs.crash();
     const reopened = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
@@ -609,13 +635,13 @@ describe("OffsetStore", () => {
     expect(reopened.slot(4).committed("g", "t", 0)!.offset).toBe(5);
     expect(reopened.slot(4).groups.get("g")!.record!.generationId).toBe(2);
     expect(reopened.slot(4).hasOpenTransactions("g")).toBe(false);
-    // The first compaction writes a version 2 checkpoint, which includes every record so far.
+    // The next compaction writes a version 3 checkpoint of the next generation, which includes every record so far.
     await reopened.mutate(4, (d) => d.commit("g", [entry("t", 2, 9)]));
     await reopened.idle();
     const expected = bodyFromSlot(4, 0, reopened.slot(4));
-    const checkpoint = JSON.parse(text.decode(await fs.readFile(offsetsSlotPath(DATA, 4)))) as { version: number; body: { lastSeq: number } };
-    expect([checkpoint.version, checkpoint.body.lastSeq]).toEqual([2, 4]);
-    expect((await fs.readFile(offsetsJournalPath(DATA, 4))).length).toBe(0);
+    const checkpoint = JSON.parse(text.decode(await fs.readFile(offsetsSlotPath(DATA, 4)))) as { version: number; body: { lastSeq: number; generation: number } };
+    expect([checkpoint.version, checkpoint.body.lastSeq, checkpoint.body.generation]).toEqual([3, 4, 2]);
+    expect(text.decode(await fs.readFile(offsetsJournalPath(DATA, 4))).split("\n").filter(Boolean).length).toBe(1);
     fs.crash();
     const compacted = await OffsetStore.open(fs, DATA);
     expect(compacted.slot(4).committed("g", "t", 2)!.offset).toBe(9);
@@ -627,61 +653,81 @@ describe("OffsetStore", () => {
     expect(bodyFromSlot(4, 0, (await OffsetStore.open(fs, DATA)).slot(4))).toEqual({ ...v1Checkpoint, lastSeq: 0 });
     await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 1, { ...v1Checkpoint, lastSeq: 3 }));
     expect(((await openError(fs)) as Error).message).toMatch(/lastSeq is not a field of version 1/);
+    // A version 2 checkpoint (no generation) with a journal of version 2 records and no header loads too.
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 2, { ...v1Checkpoint, lastSeq: 0 }));
+    const v2Record = encodeState(OFFSETS_JOURNAL_FORMAT, 2, { seq: 1, slot: 4, nextSeq: 3, groups: [{ groupId: "g", commit: [{ topic: "t", partitions: [{ partition: 0, offset: 8, leaderEpoch: 3, metadata: "", commitTimestampMs: 1_700_000_000_000, expireTimestampMs: null, seq: 2 }] }] }] });
+    await overwriteFile(fs, offsetsJournalPath(DATA, 4), v2Record);
+    expect((await OffsetStore.open(fs, DATA)).slot(4).committed("g", "t", 0)!.offset).toBe(8);
+    // A version 2 checkpoint never has a generation, a version 3 one always does.
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 2, { ...v1Checkpoint, lastSeq: 0, generation: 1 }));
+    expect(((await openError(fs)) as Error).message).toMatch(/generation is not a field of versions 1 and 2/);
     await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 3, { ...v1Checkpoint, lastSeq: 3 }));
-    expect(((await openError(fs)) as Error).message).toMatch(/unknown version 3 of format group-offsets-slot \(this build reads versions 2, 1\)/);
+    expect(((await openError(fs)) as Error).message).toMatch(/invalid generation/);
+    await overwriteFile(fs, offsetsSlotPath(DATA, 4), encodeState(OFFSETS_SLOT_FORMAT, 4, { ...v1Checkpoint, lastSeq: 3 }));
+    expect(((await openError(fs)) as Error).message).toMatch(/unknown version 4 of format group-offsets-slot \(this build reads versions 3, 2, 1\)/);
   });
 
-  test("compaction: the checkpoint names its last record; records it already holds are skipped after a crash before the journal was emptied", async () => {
+  test("compaction: the checkpoint names its last record and generation; a crash before the journal was replaced leaves the previous journal, which must end at that record", async () => {
     const fs = new MemoryFs();
     const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
     const journal = offsetsJournalPath(DATA, 5);
     const checkpointPath = offsetsSlotPath(DATA, 5);
-    const writes: ((d: OffsetSlotDraft) => unknown)[] = [
-      (d) => d.commit("g", [entry("t", 0, 100)]),
-      (d) => d.stage("g", 77, [entry("t", 0, 20), entry("t", 1, 21)]),
-      (d) => d.commit("g", [entry("t", 0, 300)]),
-    ];
-    // Every write compacts, and emptying the journal fails each time: the journal keeps every record, as
-    // after a crash between writing a checkpoint and emptying the journal.
-    const checkpoints: Uint8Array[] = [];
-    for (const write of writes) {
-      fs.failNextTruncate(journal);
-      await store.mutate(5, write);
-      await store.idle();
-      checkpoints.push(await fs.readFile(checkpointPath));
-    }
+    await store.mutate(5, (d) => d.commit("g", [entry("t", 0, 100)]));
+    await store.idle();
+    // Generation 1 is the slot's first (empty) checkpoint, generation 2 the fold after record 1.
+    const header = (bytes: Uint8Array) => (JSON.parse(text.decode(bytes).split("\n")[0]!) as { body: { generation: number; baseSeq: number } }).body;
+    expect(header(await fs.readFile(journal))).toEqual({ generation: 2, baseSeq: 1, journal: OFFSETS_JOURNAL_FORMAT } as never);
+    // The next fold writes its checkpoint, and the journal's replacement fails (its tmp file's write):
+    // the journal is the previous generation's, as after a crash between the two.
+    fs.failNextWrite(`${journal}.`);
+    await store.mutate(5, (d) => d.stage("g", 77, [entry("t", 0, 20), entry("t", 1, 21)]));
+    await store.idle();
+    const checkpoint = JSON.parse(text.decode(await fs.readFile(checkpointPath))) as { body: { lastSeq: number; generation: number } };
+    expect([checkpoint.body.generation, checkpoint.body.lastSeq]).toEqual([3, 2]);
+    const previous = await fs.readFile(journal);
+    expect(header(previous)).toMatchObject({ generation: 2, baseSeq: 1 });
     const expected = bodyFromSlot(5, 0, store.slot(5));
-    await store.close();
     fs.crash();
-    const seqs = text
-      .decode(await fs.readFile(journal))
-      .split("\n")
-      .filter(Boolean)
-      .map((line) => (JSON.parse(line) as { body: { seq: number } }).body.seq);
-    expect(seqs).toEqual([1, 2, 3]);
-    expect((JSON.parse(text.decode(checkpoints[2]!)) as { version: number; body: { lastSeq: number } }).body.lastSeq).toBe(3);
-    // All three are in the checkpoint: skipped.
-    expect(bodyFromSlot(5, 0, (await OffsetStore.open(fs, DATA)).slot(5))).toEqual(expected);
-    // A checkpoint at record 2 and records 1-3: 1 and 2 skipped, 3 replayed on top.
-    await overwriteFile(fs, checkpointPath, checkpoints[1]!);
+    // Its records are all in the checkpoint: skipped, and the journal is replaced at load.
     const resumed = await OffsetStore.open(fs, DATA);
     expect(bodyFromSlot(5, 0, resumed.slot(5))).toEqual(expected);
-    // The next record is numbered after the journal's last one, and everything loads again. (The plain
-    // commit of record 3 is newer than the staged t-0, which stays at 300; t-1 takes the staged 21.)
-    await resumed.mutate(5, (d) => d.completeTransaction("g", 77, true));
-    const last = text.decode(await fs.readFile(journal)).split("\n").filter(Boolean).at(-1)!;
-    expect((JSON.parse(last) as { body: { seq: number } }).body.seq).toBe(4);
+    expect(header(await fs.readFile(journal))).toMatchObject({ generation: 3, baseSeq: 2 });
+    // The same previous journal without its last record lost what the checkpoint was folded from.
+    await overwriteFile(fs, journal, previous.subarray(0, text.decode(previous).indexOf("\n") + 1));
+    expect(((await openError(fs)) as Error).message).toMatch(/of generation 2 ends at record 1, but .*slot-5\.json \(generation 3\) was folded from it up to record 2/);
+    // A journal of another generation, and one emptied, are refused too.
+    await overwriteFile(fs, journal, encodeJournalHeader({ journal: OFFSETS_JOURNAL_FORMAT, generation: 7, baseSeq: 2 }));
+    expect(((await openError(fs)) as Error).message).toMatch(/is of generation 7, but .*slot-5\.json is of generation 3/);
+    await overwriteFile(fs, journal, "");
+    expect(((await openError(fs)) as Error).message).toMatch(/slot-5\.journal: is empty, but .*slot-5\.json \(generation 3, up to record 2\) is always followed by a journal with a header/);
+    await fs.unlink(journal);
+    expect(((await openError(fs)) as Error).message).toMatch(/slot-5\.journal: is missing, but/);
+    // A journal whose checkpoint is gone.
+    await overwriteFile(fs, journal, encodeJournalHeader({ journal: OFFSETS_JOURNAL_FORMAT, generation: 3, baseSeq: 2 }));
+    await fs.unlink(checkpointPath);
+    expect(((await openError(fs)) as Error).message).toMatch(/is of generation 3, but its checkpoint .*slot-5\.json is missing/);
+  });
+
+  test("a fold whose journal replacement failed replaces it before the next append", async () => {
+    const fs = new MemoryFs();
+    // Folds once the journal has a header and two records, not one (a header and a record are about 420 bytes).
+    const store = await OffsetStore.open(fs, DATA, { compactBytesMin: 560, compactRatio: 0 });
+    const journal = offsetsJournalPath(DATA, 5);
+    await store.mutate(5, (d) => d.commit("g", [entry("t", 0, 1)]));
+    expect((await fs.readFile(journal)).length).toBeLessThan(560);
+    fs.failNextWrite(`${journal}.`);
+    await store.mutate(5, (d) => d.commit("g", [entry("t", 0, 2)]));
+    await store.idle();
+    // The checkpoint of generation 2 is written, the journal is still generation 1's: the next append
+    // goes to a new journal of generation 2, not after the records the checkpoint holds.
+    await store.mutate(5, (d) => d.commit("g", [entry("t", 0, 3)]));
+    await store.idle();
+    const lines = text.decode(await fs.readFile(journal)).split("\n").filter(Boolean);
+    expect(lines.length).toBe(2);
+    expect((JSON.parse(lines[0]!) as { body: { generation: number } }).body.generation).toBe(2);
     fs.crash();
-    const again = await OffsetStore.open(fs, DATA);
-    expect(again.slot(5).committed("g", "t", 0)!.offset).toBe(300);
-    expect(again.slot(5).committed("g", "t", 1)!.offset).toBe(21);
-    expect(again.slot(5).hasOpenTransactions("g")).toBe(false);
-    // The compaction of an ordinary write empties the journal.
-    const compacting = await OffsetStore.open(fs, DATA, { compactBytesMin: 0, compactRatio: 0 });
-    await compacting.mutate(5, (d) => d.commit("g", [entry("t", 2, 1)]));
-    await compacting.idle();
-    expect((await fs.readFile(journal)).length).toBe(0);
-    expect((JSON.parse(text.decode(await fs.readFile(checkpointPath))) as { body: { lastSeq: number } }).body.lastSeq).toBe(5);
+    const reopened = await OffsetStore.open(fs, DATA);
+    expect(reopened.slot(5).committed("g", "t", 0)!.offset).toBe(3);
   });
 
   test("a write whose changes cancel out writes the slot's sequence counter only", async () => {

@@ -135,7 +135,7 @@ describe("basic operation", () => {
     await store.update("a", () => entry("a"));
     await store.close(); // compaction runs after the update is acknowledged
     const n = slotOf("a");
-    expect(await fs.readdir(`${DATA}/__cluster/txn_state`)).toEqual([`slot-${n}.journal`, `slot-${n}.json`].sort());
+    expect(await fs.readdir(`${DATA}/__cluster/txn_state`)).toEqual(["clean-shutdown.json", `slot-${n}.journal`, `slot-${n}.json`].sort());
     expect(txnSlotPath(DATA, n)).toBe(`${DATA}/__cluster/txn_state/slot-${n}.json`);
   });
 
