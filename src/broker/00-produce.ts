@@ -110,6 +110,10 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       return { response: { ...failure(index, prepared.errorCode, prepared.message), recordErrors } };
     }
     const { recordSet, batch } = prepared;
+    // Refused at open for damaged data (partitions.ts): no append until the operator dealt with it.
+    if (partitions.refusal(topicName, index) !== undefined) {
+      return { response: failure(index, ErrorCode.KAFKA_STORAGE_ERROR, "the partition's data on this broker is damaged") };
+    }
     const partition = await partitions.get(topicName, index);
     // Closing: its topic is being deleted; the log would refuse the append.
     if (!partition || partition.closing) return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null) };

@@ -28,6 +28,10 @@
  * of each building max_bytes. The first batch may still go past the grant when nothing else on the
  * connection holds bytes, so a consumer always progresses; otherwise a fetch without room answers without
  * records.
+ * Damaged data (docs/operations.md, "Damaged data"): the log checks every batch it returns (framing,
+ * offsets, CRC-32C) and stops before a damaged one; what came before is served, and a read that starts
+ * at the damaged batch answers KAFKA_STORAGE_ERROR with no records, as does a partition refused at open.
+ * Each damage is recorded in the damage registry (logged once), which /ready and /metrics read.
  * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
  * detection (the leader epoch is always 0), preferred read replicas, quotas.
  */
@@ -151,8 +155,12 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // Names are looked up at every request, also for a session's partitions: a topic deleted and
       // re-created under the same name has a new id, and its old id must not reach the new partitions.
       const names = wanted.map((w) => (usesTopicIds ? topics.getById(w.topicId)?.name : w.topic));
-      // Resolve partitions once; a missing one is answered with its error and never waited for.
-      const resolved = await Promise.all(wanted.map((w, i) => (names[i] === undefined ? undefined : partitions.get(names[i]!, w.partition))));
+      // Resolve partitions once; a missing one is answered with its error and never waited for, and so is
+      // one refused at open for damaged data.
+      const refused = wanted.map((w, i) => names[i] !== undefined && partitions.refusal(names[i]!, w.partition) !== undefined);
+      const resolved = await Promise.all(
+        wanted.map((w, i) => (names[i] === undefined || refused[i] ? undefined : partitions.get(names[i]!, w.partition))),
+      );
 
       const budget = ctx.connection.responseBudget;
       const deadlineMs = clock.monotonicMs() + Math.max(0, request.maxWaitMs);
@@ -161,14 +169,14 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       const arena = wanted.length === 0 ? undefined : arenas.acquire(Math.min(wantedBytes, Math.max(0, request.maxBytes) + READ_SLACK_BYTES));
       let handedOver = false;
       try {
-        let answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
+        let answers = await readAll(wanted, names, resolved, refused, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
         // A fetch of no partition at all is answered at once, as Apache does: nothing could ever wake it.
         while (wanted.length > 0 && answers.bytes < request.minBytes && !answers.hasError && clock.monotonicMs() < deadlineMs) {
           const woke = await waitForData(resolved, answers.partitions, readCommitted, deadlineMs - clock.monotonicMs());
           if (!woke) break;
           // The answer read before is dropped, and so is its reservation.
           budget?.adjust(-answers.bytes);
-          answers = await readAll(wanted, names, resolved, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
+          answers = await readAll(wanted, names, resolved, refused, request.maxBytes, readCommitted, usesTopicIds, budget, arena);
         }
 
         let sessionId = 0;
@@ -237,6 +245,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     wanted: FetchPartitionRequest[],
     names: (string | undefined)[],
     resolved: (Partition | undefined)[],
+    refused: boolean[],
     maxBytes: number,
     readCommitted: boolean,
     usesTopicIds: boolean,
@@ -250,6 +259,11 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     let hasError = false;
     const out: FetchResponse_PartitionDataInit[] = [];
     for (const [i, w] of wanted.entries()) {
+      if (refused[i]) {
+        out.push(emptyPartition(w.partition, ErrorCode.KAFKA_STORAGE_ERROR));
+        hasError = true;
+        continue;
+      }
       const partition = resolved[i];
       // A partition closing meanwhile is one whose topic is being deleted (or re-created): it is answered
       // as gone, as Apache answers a delayed fetch whose partition disappeared.
@@ -293,6 +307,13 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       budget?.adjust((read.kind === "records" ? read.bytes.length : 0) - granted);
       if (read.kind === "offset-out-of-range") {
         out.push({ ...base, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE, logStartOffset: read.logStartOffset });
+        hasError = true;
+        continue;
+      }
+      const damage = read.kind === "damaged" ? read.damage : read.damage;
+      if (damage !== undefined) partitions.damage.record({ partition: `${partition.topic}-${partition.partition}`, ...damage, foundBy: "read" });
+      if (read.kind === "damaged") {
+        out.push({ ...base, errorCode: ErrorCode.KAFKA_STORAGE_ERROR });
         hasError = true;
         continue;
       }

@@ -36,6 +36,10 @@ export function listOffsetsHandler(services: BrokerServices): Handler<ListOffset
     timestamp: number,
     readCommitted: boolean,
   ): Promise<ListOffsetsResponse_ListOffsetsPartitionResponseInit> => {
+    // Refused at open for damaged data (partitions.ts): its offsets are not known.
+    if (partitions.refusal(topic, partitionIndex) !== undefined) {
+      return { partitionIndex, errorCode: ErrorCode.KAFKA_STORAGE_ERROR, timestamp: -1, offset: -1, leaderEpoch: -1 };
+    }
     const partition = await partitions.get(topic, partitionIndex);
     const found = (offset: number, ts: number) => ({ partitionIndex, errorCode: ErrorCode.NONE, timestamp: ts, offset, leaderEpoch: 0 });
     // Closing: its topic is being deleted; the log would refuse the read.

@@ -59,6 +59,8 @@ import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordina
 import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
+import { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
+import { systemTimers, type Timers } from "../platform/timers.ts";
 import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
@@ -76,6 +78,8 @@ export interface BrokerDeps {
   maintenance?: PartitionManagerOptions | false;
   /** false: the log cleaner runs only when a test calls `services.cleaner.runRound()`. */
   cleaner?: false;
+  /** The segment scrubber's settings beyond BrokerConfig (tests shorten its pause, or keep it from starting). */
+  scrubber?: { pauseBetweenPassesMs?: number; timers?: Timers } | false;
   /**
    * true: the log cleaner's passes run on threads of their own (storage/log/cleaner-threads.ts), which
    * read and write the partition directories directly, so `fs` must be the real file system. Otherwise
@@ -129,6 +133,18 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     : undefined;
   const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config), undefined, undefined, cleanerThreads);
   if (deps.cleaner !== false) cleaner.start();
+  // Verifies every stored batch in the background (docs/operations.md, "Damaged data").
+  const scrubber = new SegmentScrubber({
+    partitions: async () =>
+      (await partitions.openPartitions().catch(() => [])).map((p) => ({ partition: `${p.topic}-${p.partition}`, log: p.log })),
+    damage: partitions.damage,
+    clock,
+    timers: (deps.scrubber === false ? undefined : deps.scrubber?.timers) ?? systemTimers,
+    log,
+    bytesPerSecond: () => config.logScrubberBytesPerSecond,
+    ...(deps.scrubber === false || deps.scrubber?.pauseBetweenPassesMs === undefined ? {} : { pauseBetweenPassesMs: deps.scrubber.pauseBetweenPassesMs }),
+  });
+  if (deps.scrubber !== false) scrubber.start();
   const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
   const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers);
   const groups = await GroupCoordinator.open({
@@ -185,6 +201,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     brokerConfigs,
     partitions,
     cleaner,
+    scrubber,
     producerIds,
     groups,
     txn,
@@ -254,6 +271,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       await txn.close();
       await fenceLog.close();
       await groups.close();
+      await scrubber.stop();
       await cleaner.stop();
       await partitions.close();
     },

@@ -81,6 +81,11 @@ export interface BrokerConfig {
    * bounds a broker's session with its controller. A whole number of seconds, since etcd's leases are.
    */
   brokerSessionTimeoutMs: number;
+  /**
+   * log.scrubber.bytes.per.second (bunka's own): the read rate of the background scrubber that verifies
+   * every stored batch (storage/log/segment-scrubber.ts); 0 turns it off.
+   */
+  logScrubberBytesPerSecond: number;
 }
 
 export const FSYNC_MODES = ["batched", "per-file"] as const;
@@ -117,5 +122,6 @@ export function defaultBrokerConfig(): BrokerConfig {
     fsyncMode: "batched",
     etcdEndpoints: undefined,
     brokerSessionTimeoutMs: 9000,
+    logScrubberBytesPerSecond: 8 * 1024 * 1024,
   };
 }

@@ -7,16 +7,23 @@
  * marker on a partition led here, resolved once durable), `fenceProducer` (an epoch bump on every local
  * partition), and the TransactionVerifier every partition asks before a transactional append
  * (`setTransactionVerifier`; until it is called, no partition is in any transaction).
+ *
+ * A partition whose open finds its data damaged (a CorruptStateError: docs/operations.md, "Damaged data")
+ * is refused, not retried: the refusal goes into the damage registry, `refusal` tells handlers to answer
+ * KAFKA_STORAGE_ERROR, `get` rejects without reading the files again, and the broker starts and serves
+ * the other partitions. Nothing of the damaged files is changed, so that the operator can copy them away.
  */
 import { join } from "node:path";
 import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
 import { noTransactions, type TransactionVerifier } from "../domain/txn/verifier.ts";
+import { CorruptStateError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { TimestampType } from "../protocol/records/record-batch.ts";
 import { DEFAULT_LOG_CONFIG, type LogConfig } from "../storage/log/partition-log.ts";
+import { type SegmentDamage, SegmentDamageRegistry } from "../storage/log/segment-damage.ts";
 import { Partition, type MarkerOutcome, type TxnMarker } from "../storage/partition.ts";
 import type { TopicRecord, TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
@@ -54,13 +61,24 @@ export class PartitionManager {
     verifyBatch: (producerId, producerEpoch, topic, partition) => this.verifier.verifyBatch(producerId, producerEpoch, topic, partition),
   };
 
+  /** What is known of damaged data in the partitions (refusals at open, damage reads and the scrubber found). */
+  readonly damage: SegmentDamageRegistry;
+
   constructor(
     private readonly fs: Fs,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly config: BrokerConfig,
     private readonly topics: TopicStore,
-  ) {}
+    damage?: SegmentDamageRegistry,
+  ) {
+    this.damage = damage ?? new SegmentDamageRegistry(clock, log);
+  }
+
+  /** Why the partition was refused at open (its data is damaged), if it was: handlers answer KAFKA_STORAGE_ERROR. */
+  refusal(topicName: string, partition: number): SegmentDamage | undefined {
+    return this.damage.refusal(`${topicName}-${partition}`);
+  }
 
   /** Installs the transaction coordinator's verifier for every partition, open or opened later. */
   setTransactionVerifier(verifier: TransactionVerifier): void {
@@ -97,7 +115,10 @@ export class PartitionManager {
     const all = this.topics.list().flatMap((t) => Array.from({ length: t.partitions }, (_, p) => [t, p] as const));
     let done = 0;
     for (const [topic, partition] of all) {
-      await this.get(topic.name, partition);
+      // A damaged partition is refused (recorded by `get`); the broker starts and serves the others.
+      await this.get(topic.name, partition).catch((error: unknown) => {
+        if (!(error instanceof CorruptStateError)) throw error;
+      });
       onProgress?.(++done, all.length);
     }
   }
@@ -151,6 +172,8 @@ export class PartitionManager {
     if (!topic || !Number.isInteger(partition) || partition < 0 || partition >= topic.partitions) return undefined;
     if (this.deleting.has(topicName)) return undefined;
     const key = `${topicName}-${partition}`;
+    const refused = this.damage.refusal(key);
+    if (refused !== undefined) throw new CorruptStateError(join(this.config.dataDir, key, refused.file), refused.reason);
     const existing = this.open.get(key);
     if (existing && existing.topicId !== topic.topicId) {
       // A partition of an earlier incarnation of the topic: it must not keep its files open.
@@ -182,9 +205,16 @@ export class PartitionManager {
     void opening.then((p) => this.reportRecovery(p), () => {});
     const entry: OpenPartition = { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening };
     this.open.set(key, entry);
-    opening.catch(() => {
+    opening.catch((error: unknown) => {
       // Only this entry: the key may already name a newer opening of the partition.
       if (this.open.get(key) === entry) this.open.delete(key);
+      if (error instanceof CorruptStateError) {
+        const dir = join(this.config.dataDir, key);
+        const file = error.path.startsWith(dir + "/") ? error.path.slice(dir.length + 1) : error.path;
+        const prefix = `${error.path}: `;
+        const reason = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+        this.damage.record({ partition: key, file, position: positionIn(reason), offset: -1, reason, foundBy: "open", refused: true });
+      }
     });
     return opening;
   }
@@ -200,6 +230,8 @@ export class PartitionManager {
    */
   async closeTopic(topicName: string): Promise<void> {
     this.deleting.set(topicName, (this.deleting.get(topicName) ?? 0) + 1);
+    // The topic's files go: so does what was known of their damage (a re-created topic starts clean).
+    for (const key of this.damage.damagedPartitions()) if (topicOfKey(key) === topicName) this.damage.forget(key);
     for (const [key, entry] of this.open) {
       if (topicOfKey(key) !== topicName) continue;
       this.open.delete(key);
@@ -314,6 +346,12 @@ export class PartitionManager {
   cleanupPolicyOf(topic: TopicRecord): { compact: boolean; delete: boolean } {
     return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).cleanupPolicy;
   }
+}
+
+/** The byte position a recovery error names ("... at position N ..."), -1 when it names none. */
+function positionIn(reason: string): number {
+  const match = /at position (\d+)/.exec(reason);
+  return match === null ? -1 : Number(match[1]);
 }
 
 /** The topic of a partition key (`<topic>-<partition>`; topic names may contain dashes). */

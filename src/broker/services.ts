@@ -14,6 +14,7 @@ import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { LogCleanerService } from "./log-cleaner-service.ts";
 import type { PartitionManager } from "./partitions.ts";
+import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
 
 export interface BrokerServices {
@@ -30,6 +31,8 @@ export interface BrokerServices {
   partitions: PartitionManager;
   /** The log cleaner of cleanup.policy=compact topics. */
   cleaner: LogCleanerService;
+  /** Verifies every stored batch in the background; its findings go to `partitions.damage`. */
+  scrubber: SegmentScrubber;
   /** Cluster-unique producer ids (InitProducerId). */
   producerIds: ProducerIdStore;
   /** Consumer groups and their committed offsets (the classic group protocol). */

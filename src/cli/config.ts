@@ -223,6 +223,13 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "etcd.endpoints", flag: "etcd", env: "BUNKA_ETCD", apply: (c, v, o) => void (c.etcdEndpoints = parseEtcdEndpoints(v, o)) },
   // Apache's name; the TTL of the broker's etcd lease.
   { fileKey: "broker.session.timeout.ms", apply: (c, v, o) => void (c.brokerSessionTimeoutMs = parseWholeSecondsMs(v, o)) },
+  // bunka's own: how fast the background scrubber reads the segments to verify them; 0 turns it off.
+  {
+    fileKey: "log.scrubber.bytes.per.second",
+    flag: "log-scrubber-bytes-per-second",
+    env: "BUNKA_LOG_SCRUBBER_BYTES_PER_SECOND",
+    apply: (c, v, o) => void (c.logScrubberBytesPerSecond = parseInteger(v, o, 0, Number.MAX_SAFE_INTEGER)),
+  },
   // Apache Kafka property names, config file only.
   { fileKey: "socket.request.max.bytes", apply: (c, v, o) => void (c.socketRequestMaxBytes = parseInteger(v, o, 1, INT32_MAX)) },
   // -1 (any value <= 0) disables the idle check, as in Apache.

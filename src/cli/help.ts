@@ -121,17 +121,21 @@ Flags (each also accepted as --flag=value):
   --etcd URL[,URL...]             cluster mode: join the cluster of the data directory through this
                                   etcd (e.g. http://10.0.0.5:2379); without it, a single broker
                                   that needs no etcd
+  --log-scrubber-bytes-per-second N
+                                  read rate of the background scrubber that verifies every stored
+                                  batch; 0 turns it off                    (default 8388608)
   -h, --help                      print this help
 
 Environment variables (empty means unset):
   BUNKA_DATA_DIR  BUNKA_LISTEN  BUNKA_ADVERTISED_LISTENER  BUNKA_HTTP  BUNKA_HTTP_ALLOWED_HOSTS
   BUNKA_BROKER_ID  BUNKA_CONFIG  BUNKA_LOG_FORMAT  BUNKA_LOG_LEVEL  BUNKA_FSYNC_MODE  BUNKA_ETCD
+  BUNKA_LOG_SCRUBBER_BYTES_PER_SECOND
   UV_THREADPOOL_SIZE  threads for file work, every fsync among it (when unset, serve re-executes
                       itself once with 16; Bun's own default is one per core)
 
 Config file: one key=value per line; blank lines and lines starting with # or ! are ignored. Keys:
   data.dir, listen, advertised.listener, http, broker.id, log.format, log.level, fsync.mode,
-  etcd.endpoints, and these Apache Kafka properties:
+  etcd.endpoints, log.scrubber.bytes.per.second, and these Apache Kafka properties:
     broker.session.timeout.ms         (default 9000: the TTL of the broker's etcd lease in cluster
                                       mode, whole seconds)
     socket.request.max.bytes          (default 104857600)

@@ -5,7 +5,8 @@
  * Routes:
  *   GET  /                                   live dashboard (HTML, refreshes itself)
  *   GET  /health                             the process is alive: 200 {status: "ok"}
- *   GET  /ready                              200 {status: "ready"}, or 503 {error, message} saying why not
+ *   GET  /ready                              200 {status: "ready"}, 200 {status: "degraded", message} (serving,
+ *                                            but partitions with damaged data are not), or 503 {error, message}
  *   GET  /metrics                            Prometheus text exposition 0.0.4
  *   GET  /v1/cluster                         cluster id, brokers, controller, features, counts
  *   GET  /v1/topics                          every topic, summarised
@@ -172,7 +173,7 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
 
   app.get(route("GET", "/ready"), async (c) => {
     const readiness = await ports.readiness();
-    if (readiness.ready) return body(c, { status: "ready" });
+    if (readiness.ready) return body(c, readiness.degraded === undefined ? { status: "ready" } : { status: "degraded", message: readiness.degraded });
     return errorBody(c, 503, "not_ready", readiness.reason);
   });
 

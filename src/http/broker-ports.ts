@@ -148,6 +148,17 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     if (failed.length > 0) {
       return { ready: false, reason: `the log of ${failed.length} partition(s) failed, first ${failed[0]}` };
     }
+    // Damaged data (docs/operations.md, "Damaged data"): the other partitions are served, so the broker
+    // stays in rotation, and says which ones are not.
+    const damage = this.opts.broker.services.partitions.damage;
+    const damaged = damage.damagedPartitions();
+    if (damaged.length > 0) {
+      const first = damaged[0]!;
+      const finding = damage.findings(first)[0]!;
+      const where = finding.position >= 0 ? `${finding.file} at position ${finding.position}` : finding.file;
+      const what = finding.refused ? "not served" : "served up to the damage";
+      return { ready: true, degraded: `damaged data in ${damaged.length} partition(s): ${damaged.join(", ")}; first ${first} (${what}): ${where}: ${finding.reason}` };
+    }
     return { ready: true };
   }
 
@@ -323,6 +334,32 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     );
     out.family("bunka_partitions_open", "gauge", "Partitions this broker has open (recovered and serving).");
     out.sample("bunka_partitions_open", undefined, open.length);
+
+    // Damaged data: the registry Fetch and /ready read, and the scrubber's work (docs/operations.md).
+    const damage = services.partitions.damage;
+    const damaged = damage.damagedPartitions();
+    out.family("bunka_partitions_damaged", "gauge", "Partitions with damaged data found (at open, by a read or by the scrubber); /ready says degraded while any.");
+    out.sample("bunka_partitions_damaged", undefined, damaged.length);
+    out.family("bunka_partitions_refused", "gauge", "Partitions refused at open for damaged data: they answer KAFKA_STORAGE_ERROR to everything.");
+    out.sample("bunka_partitions_refused", undefined, damaged.filter((key) => damage.refusal(key) !== undefined).length);
+    out.family("bunka_partition_damaged_batches", "gauge", "Damaged batches known in the partition (each found once, whoever found it).");
+    for (const key of damaged) {
+      const cut = key.lastIndexOf("-");
+      out.sample("bunka_partition_damaged_batches", { topic: key.slice(0, cut), partition: key.slice(cut + 1) }, damage.findings(key).length);
+    }
+    const scrub = services.scrubber.statistics;
+    out.family("bunka_log_scrubber_bytes_total", "counter", "Segment bytes the scrubber read and verified.");
+    out.sample("bunka_log_scrubber_bytes_total", undefined, scrub.bytesScrubbed);
+    out.family("bunka_log_scrubber_batches_verified_total", "counter", "Batches the scrubber verified sound (framing, CRC-32C, offsets).");
+    out.sample("bunka_log_scrubber_batches_verified_total", undefined, scrub.batchesVerified);
+    out.family("bunka_log_scrubber_damaged_batches_total", "counter", "Damaged batches the scrubber found that were not known before.");
+    out.sample("bunka_log_scrubber_damaged_batches_total", undefined, scrub.damagedBatchesFound);
+    out.family("bunka_log_scrubber_passes_total", "counter", "Full passes the scrubber completed over every partition.");
+    out.sample("bunka_log_scrubber_passes_total", undefined, scrub.passesCompleted);
+    out.family("bunka_log_scrubber_last_full_pass_timestamp_seconds", "gauge", "When the scrubber's last full pass ended, in seconds since the epoch (0 before the first).");
+    out.sample("bunka_log_scrubber_last_full_pass_timestamp_seconds", undefined, scrub.lastFullPassEndMs < 0 ? 0 : scrub.lastFullPassEndMs / 1000);
+    out.family("bunka_log_scrubber_last_full_pass_duration_seconds", "gauge", "How long the scrubber's last full pass took.");
+    out.sample("bunka_log_scrubber_last_full_pass_duration_seconds", undefined, scrub.lastFullPassDurationMs / 1000);
 
     const perPartition: Array<[string, string, (p: Partition) => number]> = [
       ["bunka_partition_log_start_offset", "First offset still in the log.", (p) => p.log.logStartOffset],

@@ -39,7 +39,7 @@ function clusterSection(cluster: ClusterView, readiness: Readiness): string {
 <tr><th>Controller</th><td>${escapeHtml(cluster.controllerId)}</td></tr>
 <tr><th>Mode</th><td>${escapeHtml(cluster.mode)}</td></tr>
 <tr><th>Brokers</th><td>${brokers}</td></tr>
-${cluster.lease === null ? "" : `<tr><th>etcd lease</th><td data-field="lease">${escapeHtml(cluster.lease.state)}, ${cluster.lease.lapses} lapse(s)</td></tr>\n`}<tr><th>Ready</th><td data-field="ready">${readiness.ready ? "yes" : `no: ${escapeHtml(readiness.reason)}`}</td></tr>
+${cluster.lease === null ? "" : `<tr><th>etcd lease</th><td data-field="lease">${escapeHtml(cluster.lease.state)}, ${cluster.lease.lapses} lapse(s)</td></tr>\n`}<tr><th>Ready</th><td data-field="ready">${readiness.ready ? (readiness.degraded === undefined ? "yes" : `<span class="lagging">degraded: ${escapeHtml(readiness.degraded)}</span>`) : `no: ${escapeHtml(readiness.reason)}`}</td></tr>
 <tr><th>Uptime</th><td>${escapeHtml(formatDuration(cluster.uptimeMs))}</td></tr>
 <tr><th>Connections</th><td data-field="connections">${escapeHtml(cluster.connections)}</td></tr>
 <tr><th>Topics / partitions</th><td data-field="counts">${escapeHtml(cluster.topicCount)} / ${escapeHtml(cluster.partitionCount)}</td></tr>

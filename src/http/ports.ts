@@ -11,8 +11,11 @@
  * would look like "nothing is wrong". The live broker (broker-ports.ts) always provides them.
  */
 
-/** Why the broker is not ready to take traffic; absent when it is. */
-export type Readiness = { ready: true } | { ready: false; reason: string };
+/**
+ * Why the broker is not ready to take traffic; absent when it is. Ready but `degraded`: it serves, but not
+ * everything (partitions with damaged data, which answer KAFKA_STORAGE_ERROR), and says which.
+ */
+export type Readiness = { ready: true; degraded?: string } | { ready: false; reason: string };
 
 export interface BrokerEndpointView {
   brokerId: number;

@@ -43,7 +43,7 @@ import {
   type ProducerStateTable,
 } from "../domain/producer-state.ts";
 import { noTransactions, type TransactionVerifier, type TxnBatchVerdict } from "../domain/txn/verifier.ts";
-import { FatalError } from "../errors/errors.ts";
+import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
@@ -752,6 +752,8 @@ export class Partition {
     let offset = from;
     while (offset < to) {
       const read = await this.log.read(offset, REPLAY_READ_BYTES, { minOneBatch: true, upToOffset: to });
+      // Producer state rebuilt from a log it cannot read would be wrong: the partition is refused.
+      if (read.kind === "damaged") throw new CorruptStateError(join(this.log.dir, read.damage.file), `${read.damage.reason} at position ${read.damage.position} (offset ${read.damage.offset}), replaying producer state`);
       if (read.kind !== "records" || read.bytes.length === 0) break;
       const bytes = read.bytes;
       for (let position = 0; position + BATCH_HEADER_BYTES <= bytes.length; ) {

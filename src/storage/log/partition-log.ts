@@ -52,9 +52,12 @@ import {
   BATCH_HEADER_BYTES,
   baseOffsetAt,
   batchSizeAt,
+  checkBatch,
   COMPRESSION_CODEC_MASK,
   findRecordInUncompressedBatch,
   lastOffsetDeltaAt,
+  MAGIC_AT,
+  MAGIC_V2,
   maxTimestampAt,
   setBaseOffset,
   setMaxTimestamp,
@@ -63,12 +66,12 @@ import {
   type TimestampType,
 } from "../../protocol/records/record-batch.ts";
 import { cleanTmpFiles, ensureDir, fsyncDirOrDie, writeFileAtomic } from "../atomic-file.ts";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { GroupCommit } from "./group-commit.ts";
 import { OffsetIndex, TimeIndex } from "./indexes.ts";
 import { LOG_CHECKPOINT_FILE, loadLogCheckpoint, saveLogCheckpoint, type LogCheckpoint } from "./log-checkpoint.ts";
 import { CLEANER_CHECKPOINT_FILE, loadCleanerCheckpoint, saveCleanerCheckpoint, type CleanerCheckpoint } from "./cleaner-checkpoint.ts";
-import { indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
+import { describeBatchProblem, indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
 import { commitSwap, recoverSwap, type SwapManifest } from "./segment-swap.ts";
 
 export interface LogConfig {
@@ -141,8 +144,41 @@ export type ReadResult =
       firstOffset: number;
       /** One past the last offset returned (the fetch offset when nothing was returned). */
       nextOffset: number;
+      /** The read stopped before a damaged batch, at nextOffset: the next read there answers "damaged". */
+      damage?: BatchDamage;
     }
-  | { kind: "offset-out-of-range"; logStartOffset: number; logEndOffset: number };
+  | { kind: "offset-out-of-range"; logStartOffset: number; logEndOffset: number }
+  /** The first batch the read would return is damaged: nothing at the fetch offset can be served. */
+  | { kind: "damaged"; damage: BatchDamage };
+
+/** A stored batch whose bytes fail their checks (framing, offsets, CRC-32C), as a read or a scrub found it. */
+export interface BatchDamage {
+  /** The segment file's name (`<base offset, 20 digits>.log`). */
+  file: string;
+  /** Where the damaged batch starts in the file; -1 when the damage could not be placed on one batch. */
+  position: number;
+  /** The offset the batch there should start with. */
+  offset: number;
+  reason: string;
+}
+
+/**
+ * A segment as the scrubber sees it (segment-scrubber.ts): what it may verify, and a token that
+ * `readForScrub` checks so that a segment retention deleted or the cleaner replaced is never read as
+ * if it were the one listed.
+ */
+export interface ScrubSegment {
+  readonly token: object;
+  readonly baseOffset: number;
+  readonly file: string;
+  /** Bytes to verify from position 0: the whole file of an inactive segment, the fsynced part of the active one. */
+  readonly verifiableBytes: number;
+  /** Batches must end below this: the next segment's base offset, or the log end offset for the active segment. */
+  readonly endOffset: number;
+  /** Offsets may have gaps and batches fewer records than their span (the log cleaner rewrote it). */
+  readonly cleaned: boolean;
+  readonly active: boolean;
+}
 
 export interface TimestampAndOffset {
   offset: number;
@@ -250,6 +286,8 @@ const CACHED_INACTIVE_INDEXES_MAX = 2;
 /** Positions remembered for the offset at which the previous reads ended (tailing consumers). */
 const READ_POSITION_CACHE_MAX = 8;
 const RETENTION_SEGMENTS_PER_CALL = 8;
+/** What the start-up look at a trusted segment's end reads at a time. */
+const TAIL_CHECK_WINDOW_BYTES = 64 * 1024;
 const EMPTY = new Uint8Array(0);
 
 function validateConfig(config: LogConfig): Required<LogConfig> {
@@ -589,6 +627,7 @@ export class PartitionLog {
     // written after the marker's own write, which is queued after this roll.
     await (await this.fs.open(next.txnIndexPath, "w")).close();
     await fsyncDirOrDie(this.fs, this.dir, `after creating ${next.logPath}`);
+    old.durableBytes = old.sizeBytes;
     // Inactive segments read their time index from the file on demand.
     old.timeIndex = undefined;
     old.pinned = false;
@@ -676,10 +715,12 @@ export class PartitionLog {
   private async runFlush(): Promise<void> {
     const target = this.logEnd;
     const segments = [...this.unsynced];
+    const sizes = segments.map((s) => s.sizeBytes);
     this.unsynced.clear();
     await this.tail;
     // A segment whose roll completed meanwhile was fsynced by the roll.
     await Promise.all(segments.filter((s) => s.pinned).map((s) => this.fsyncHandle(s)));
+    segments.forEach((s, i) => (s.durableBytes = Math.max(s.durableBytes, sizes[i]!)));
     if (target > this.durableEnd) {
       this.durableEnd = target;
       this.notify();
@@ -874,6 +915,17 @@ export class PartitionLog {
    * last segment, so any bad batch is corruption) and writes them atomically.
    */
   private async rebuildIndexes(segment: Segment, keepOffsetIndex: boolean): Promise<{ timeIndex: TimeIndex }> {
+    // A segment a scan found damaged is not scanned again by every read that reaches it.
+    if (segment.scanFailure !== undefined) throw segment.scanFailure;
+    try {
+      return await this.rebuildIndexesByScan(segment, keepOffsetIndex);
+    } catch (error) {
+      if (error instanceof CorruptStateError) segment.scanFailure = error;
+      throw error;
+    }
+  }
+
+  private async rebuildIndexesByScan(segment: Segment, keepOffsetIndex: boolean): Promise<{ timeIndex: TimeIndex }> {
     const scratch = new Segment(this.dir, segment.baseOffset, segment.createdMs);
     const handle = await this.acquire(segment);
     try {
@@ -881,6 +933,9 @@ export class PartitionLog {
       const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes), cleaned);
       if (result.bad !== undefined) {
         throw new CorruptStateError(segment.logPath, `${result.bad.reason} at position ${result.bad.position} (offset ${result.bad.expectedOffset})`);
+      }
+      if (segment.sizeBytes === 0 && !cleaned && segment.endOffset > segment.baseOffset) {
+        throw new CorruptStateError(segment.logPath, `is empty, but offsets ${segment.baseOffset}..${segment.endOffset - 1} belong to it (the next segment starts at ${segment.endOffset})`);
       }
       // A cleaned segment may have lost its last batches: it ends at or before the next segment's base.
       if (cleaned ? result.endOffset > segment.endOffset : result.endOffset !== segment.endOffset) {
@@ -902,6 +957,103 @@ export class PartitionLog {
     return { timeIndex };
   }
 
+  /**
+   * A cheap look at a segment that recovery trusts without a scan (wholly below the recovery point, with
+   * its index files): it must not be empty when offsets belong to it, its offset index must fit its size,
+   * and the batches from the last index entry on must be sound and end exactly at the end of the file, at
+   * the next segment's base offset. Why something is off, or undefined. It reads the offset index and
+   * about one index interval of the segment, so start-up stays fast; what it misses in the middle of a
+   * segment the read path and the scrubber find (docs/operations.md, "Damaged data").
+   */
+  private async trustedSegmentProblem(segment: Segment): Promise<string | undefined> {
+    const cleaned = this.mayBeCleaned(segment);
+    const span = segment.endOffset - segment.baseOffset;
+    // The log cleaner may leave a segment with no batch at all; any other segment holds its offsets.
+    if (segment.sizeBytes === 0) return cleaned || span === 0 ? undefined : "empty";
+    // An index that is unsound in itself is rebuilt when first used, as before (that scan refuses a
+    // damaged segment too); one that is sound but points past the end says the segment lost its end.
+    const indexBytes = await this.readIfExists(segment.indexPath);
+    const index = indexBytes === undefined ? "missing" : OffsetIndex.decode(indexBytes, Number.MAX_SAFE_INTEGER, span);
+    if (typeof index === "string") return undefined;
+    if (index.entries > 0 && index.lastPosition >= segment.sizeBytes) return `shorter (${segment.sizeBytes} bytes) than its offset index says`;
+    const lastEntry = index.entries - 1;
+    let position = lastEntry >= 0 ? index.positionAt(lastEntry) : 0;
+    let expected = lastEntry >= 0 ? segment.baseOffset + index.relOffsetAt(lastEntry) : cleaned ? -1 : segment.baseOffset;
+    const handle = await this.acquire(segment);
+    try {
+      let window: Uint8Array = EMPTY;
+      let windowStart = position;
+      while (position < segment.sizeBytes) {
+        if (position + BATCH_HEADER_BYTES > windowStart + window.length) {
+          if (position + BATCH_HEADER_BYTES > segment.sizeBytes) return `${segment.sizeBytes - position} bytes at the end hold no batch`;
+          window = await handle.read(Math.min(segment.sizeBytes - position, TAIL_CHECK_WINDOW_BYTES), position);
+          windowStart = position;
+          if (window.length < BATCH_HEADER_BYTES) return `the file is shorter than its size at position ${position}`;
+        }
+        const at = position - windowStart;
+        const size = batchSizeAt(window, at);
+        const base = baseOffsetAt(window, at);
+        const last = base + lastOffsetDeltaAt(window, at);
+        const problem = headerProblem(window, at, size, segment.sizeBytes - position, base, last, expected, cleaned, segment.endOffset);
+        if (problem !== undefined) return `${problem} at position ${position}`;
+        if (at + size <= window.length) {
+          const checked = checkBatch(window, at, at + size, cleaned);
+          if (typeof checked !== "number") return `${describeBatchProblem(checked)} at position ${position}`;
+        }
+        expected = last + 1;
+        position += size;
+      }
+      if (!cleaned && expected !== segment.endOffset) return `its batches end at offset ${expected - 1}, the next segment starts at ${segment.endOffset}`;
+      return undefined;
+    } finally {
+      this.release(segment);
+    }
+  }
+
+  // ---- scrubbing ----------------------------------------------------------------------------------
+
+  /** The segments for the scrubber, oldest first (see ScrubSegment); none once the log failed or closes. */
+  scrubSegments(): ScrubSegment[] {
+    if (this.failure !== undefined || this.closing || this.closed) return [];
+    return this.segments.map((segment) => {
+      const active = segment === this.active;
+      return {
+        token: segment,
+        baseOffset: segment.baseOffset,
+        file: segment.logName,
+        verifiableBytes: active ? Math.min(segment.durableBytes, segment.writtenBytes) : segment.sizeBytes,
+        endOffset: active ? this.logEnd : segment.endOffset,
+        cleaned: this.mayBeCleaned(segment),
+        active,
+      };
+    });
+  }
+
+  /**
+   * Up to `length` bytes at `position` of a segment `scrubSegments` listed, within its verifiable bytes;
+   * undefined when the segment is not the one listed any more (retention deleted it, the cleaner swapped
+   * in another under its name, the log failed or closes), before or during the read.
+   */
+  async readForScrub(target: ScrubSegment, position: number, length: number): Promise<Uint8Array | undefined> {
+    if (this.swapping !== undefined) await this.swapping;
+    const segment = target.token as Segment;
+    const current = () => this.failure === undefined && !this.closing && !this.closed && !segment.retired && this.segments.includes(segment);
+    if (!current()) return undefined;
+    // Counted as a read: a swap and close wait for it, so the file under the name stays the listed one.
+    this.inflightReads++;
+    try {
+      const handle = await this.acquire(segment);
+      try {
+        const bytes = await handle.read(Math.max(0, Math.min(length, target.verifiableBytes - position)), position);
+        return current() ? bytes : undefined;
+      } finally {
+        this.release(segment);
+      }
+    } finally {
+      this.endRead();
+    }
+  }
+
   // ---- read ---------------------------------------------------------------------------------------
 
   /**
@@ -919,10 +1071,10 @@ export class PartitionLog {
     const limitOffset = Math.min(options.upToOffset ?? Number.POSITIVE_INFINITY, this.writtenEnd);
     if (fetchOffset >= limitOffset) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
     this.inflightReads++;
+    let segment: Segment | undefined = this.segmentFor(fetchOffset);
     try {
       // A cleaned segment may hold nothing at or after the fetch offset (the cleaner removed its last
       // batches): the data then starts in a later segment, as in Apache's UnifiedLog.read.
-      let segment: Segment | undefined = this.segmentFor(fetchOffset);
       while (segment !== undefined) {
         const result = await this.readSegment(segment, fetchOffset, limitOffset, Math.max(0, maxBytes), options.minOneBatch ?? false, options.buffers);
         if (result.kind !== "records" || result.bytes.length > 0 || segment === this.active) return result;
@@ -934,6 +1086,17 @@ export class PartitionLog {
         segment = next;
       }
       return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
+    } catch (error) {
+      // The walk to the fetch offset found bytes that are not batches (an index rebuild refused the
+      // segment, a length ran past its end): damage that the read cannot place on one batch.
+      if (!(error instanceof CorruptStateError)) throw error;
+      const prefix = `${error.path}: `;
+      const reason = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+      // The errors of the walk and of a scan name the position (and the offset) of the first bad batch.
+      const position = /at position (\d+)/.exec(reason)?.[1];
+      const offset = /\(offset (\d+)\)/.exec(reason)?.[1];
+      const damage = { file: basename(error.path), position: position === undefined ? -1 : Number(position), offset: offset === undefined ? fetchOffset : Number(offset), reason };
+      return { kind: "damaged", damage };
     } finally {
       this.endRead();
     }
@@ -960,19 +1123,31 @@ export class PartitionLog {
       const start = await this.locate(segment, cursor, fetchOffset, (base, last) => last >= fetchOffset && base >= 0);
       if (start === undefined) return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
 
+      // Every batch returned is checked (docs/operations.md, "Damaged data"): its header here, as the
+      // window is walked, and its CRC-32C below, once the whole range is in memory. Written data ends at
+      // a batch boundary and holds nothing but whole batches, so anything else is damage, never the end.
+      const cleaned = this.mayBeCleaned(segment);
+      const segmentEnd = segment === this.active ? this.logEnd : segment.endOffset;
       let end = start;
       let total = 0;
       let firstOffset = -1;
       let lastIncluded = -1;
+      let expected = -1;
+      let damage: BatchDamage | undefined;
       for (;;) {
         const at = await cursor.ensure(end, BATCH_HEADER_BYTES);
-        if (at < 0) break;
+        if (at < 0) {
+          if (end < limitBytes) damage = { file: segment.logName, position: end, offset: expected, reason: `${limitBytes - end} bytes at the end of the written data hold no batch` };
+          break;
+        }
         const buf = cursor.buffer;
         const base = baseOffsetAt(buf, at);
         const size = batchSizeAt(buf, at);
         const last = base + lastOffsetDeltaAt(buf, at);
-        if (size < BATCH_HEADER_BYTES || end + size > limitBytes) {
-          throw new CorruptStateError(segment.logPath, `batch at position ${end} has length ${size} beyond the written data`);
+        const problem = headerProblem(buf, at, size, limitBytes - end, base, last, expected, cleaned, segmentEnd);
+        if (problem !== undefined) {
+          damage = { file: segment.logName, position: end, offset: expected >= 0 ? expected : base, reason: problem };
+          break;
         }
         if (last >= limitOffset) break;
         if (total + size > maxBytes && !(total === 0 && minOneBatch)) break;
@@ -980,16 +1155,34 @@ export class PartitionLog {
         total += size;
         end += size;
         lastIncluded = last;
+        expected = last + 1;
         if (total >= maxBytes) break;
       }
-      if (total === 0) {
+      let bytes = total === 0 ? EMPTY : await cursor.slice(start, end);
+      for (let p = 0, lastGood = -1; p < bytes.length; ) {
+        const checked = checkBatch(bytes, p, bytes.length, cleaned);
+        if (typeof checked !== "number") {
+          damage = { file: segment.logName, position: start + p, offset: baseOffsetAt(bytes, p), reason: describeBatchProblem(checked) };
+          bytes = bytes.subarray(0, p);
+          end = start + p;
+          lastIncluded = lastGood;
+          break;
+        }
+        lastGood = baseOffsetAt(bytes, p) + lastOffsetDeltaAt(bytes, p);
+        p += checked;
+      }
+      if (bytes.length === 0) {
         cursor.release(0);
+        if (damage !== undefined) {
+          if (damage.offset < 0) damage.offset = fetchOffset;
+          return { kind: "damaged", damage };
+        }
         return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
       }
-      const bytes = await cursor.slice(start, end);
       cursor.release(end);
       this.rememberPosition(lastIncluded + 1, segment, end);
-      return { kind: "records", bytes, firstOffset, nextOffset: lastIncluded + 1 };
+      if (damage !== undefined && damage.offset < 0) damage.offset = lastIncluded + 1;
+      return { kind: "records", bytes, firstOffset, nextOffset: lastIncluded + 1, ...(damage === undefined ? {} : { damage }) };
     } finally {
       this.release(segment);
     }
@@ -1026,9 +1219,17 @@ export class PartitionLog {
       // segment's base offset (the cleaner removed what was there): only a position from the index or
       // the position cache is checked against the offset it promises.
       let first = position > 0 || !this.mayBeCleaned(segment);
-      for (;;) {
+      for (let previous = -1; ; ) {
         const at = await cursor.ensure(position, BATCH_HEADER_BYTES);
-        if (at < 0) return undefined;
+        if (at < 0) {
+          // Batch lengths walked from a batch start end exactly at the written end. (An index entry of the
+          // active segment may point past it: appends index their batches before the write completes.)
+          if (position < cursor.limitBytes || (position > cursor.limitBytes && segment !== this.active)) {
+            const where = previous < 0 ? `position ${position}` : `the batch at position ${previous}, whose length leads to ${position}`;
+            throw new CorruptStateError(segment.logPath, `${where}: not a batch start below the end of the written data (${cursor.limitBytes} bytes)`);
+          }
+          return undefined;
+        }
         const buf = cursor.buffer;
         const base = baseOffsetAt(buf, at);
         const size = batchSizeAt(buf, at);
@@ -1038,6 +1239,7 @@ export class PartitionLog {
           throw new CorruptStateError(segment.logPath, `batch at position ${position} has invalid length ${size}`);
         }
         if (wanted(base, base + lastOffsetDeltaAt(buf, at), at)) return position;
+        previous = position;
         position += size;
       }
       // The starting point was wrong: forget it, rebuild the index if it came from there, and retry.
@@ -1272,7 +1474,7 @@ export class PartitionLog {
       await this.failOnError(commitSwap(this.fs, this.dir, { baseOffset: cleaned.replaced[0]!, replaced: cleaned.replaced }));
       const next = new Segment(this.dir, cleaned.replaced[0]!, this.clock.nowMs());
       next.endOffset = endOffset;
-      next.sizeBytes = next.writtenBytes = cleaned.sizeBytes;
+      next.sizeBytes = next.writtenBytes = next.durableBytes = cleaned.sizeBytes;
       next.offsetIndex = cleaned.offsetIndex;
       next.maxTimestampMs = cleaned.maxTimestampMs;
       next.offsetOfMaxTimestamp = cleaned.offsetOfMaxTimestamp;
@@ -1530,8 +1732,9 @@ export class PartitionLog {
         segment.sizeBytes = segment.writtenBytes = (await fs.stat(segment.logPath))?.size ?? 0;
         segment.maxTimestampMs = undefined;
         const hasIndexes = indexFiles.has(segmentFileNameOf(base, "index")) && indexFiles.has(segmentFileNameOf(base, "timeindex"));
-        if (segment.endOffset > recoveryPoint || !hasIndexes) {
-          // Rebuilding scans every batch and refuses any bad one: this segment is not the last.
+        // Rebuilding scans every batch and refuses any bad one: this segment is not the last. A trusted
+        // segment gets a cheap look at its size and its end first, and the scan only when that fails.
+        if (segment.endOffset > recoveryPoint || !hasIndexes || (await this.trustedSegmentProblem(segment)) !== undefined) {
           await this.rebuildIndexes(segment, false);
           report.scannedSegments.push(segment.logName);
           changed = true;
@@ -1562,6 +1765,8 @@ export class PartitionLog {
       this.totalBytes += segment.sizeBytes;
     }
 
+    // Everything that recovery kept was durable or has just been fsynced.
+    for (const segment of this.segments) segment.durableBytes = segment.sizeBytes;
     const active = this.active;
     this.logEnd = this.writtenEnd = this.durableEnd = active.endOffset;
     this.logStart = Math.max(checkpoint?.logStartOffset ?? 0, this.segments[0]!.baseOffset);
@@ -1701,4 +1906,32 @@ class ReadCursor {
     const read = await this.handle.readInto(target, position);
     return read === length ? target : target.subarray(0, read);
   }
+}
+
+/**
+ * What is wrong with the batch header at `at` of `buf` (`availableBytes` of written data from there on),
+ * as the read path sees it before the batch's CRC is checked; undefined when nothing is. `expected` is the
+ * offset the batch must start with (-1 for the first batch of a read).
+ */
+function headerProblem(
+  buf: Uint8Array,
+  at: number,
+  size: number,
+  availableBytes: number,
+  base: number,
+  last: number,
+  expected: number,
+  cleaned: boolean,
+  segmentEnd: number,
+): string | undefined {
+  if (size < BATCH_HEADER_BYTES) return `invalid batch length ${size}`;
+  if (size > availableBytes) return `batch length ${size} runs past the written data (${availableBytes} bytes left)`;
+  const magic = (buf[at + MAGIC_AT]! << 24) >> 24;
+  if (magic !== MAGIC_V2) return `magic ${magic}`;
+  if (last < base) return `last offset ${last} below base offset ${base}`;
+  if (expected >= 0 && (cleaned ? base < expected : base !== expected)) {
+    return `base offset ${base} where ${cleaned ? "at least " : ""}${expected} was expected`;
+  }
+  if (last >= segmentEnd) return `offsets up to ${last}, beyond the segment's end offset ${segmentEnd}`;
+  return undefined;
 }

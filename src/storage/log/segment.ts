@@ -36,6 +36,10 @@ export class Segment {
   sizeBytes = 0;
   /** Bytes whose write has completed: readers never look past this. */
   writtenBytes = 0;
+  /** Bytes known fsynced (the whole file once the segment is inactive): the scrubber looks no further. */
+  durableBytes = 0;
+  /** A full scan of this segment found it damaged: later reads fail with this instead of scanning again. */
+  scanFailure: Error | undefined;
   /** One past the last offset assigned to this segment (its next segment's base once inactive). */
   endOffset: number;
 
@@ -145,7 +149,8 @@ export interface ScanResult {
 
 export type BatchVisitor = (bytes: Uint8Array, at: number, position: number, sizeBytes: number) => void;
 
-function describe(problem: BatchProblem): string {
+/** A batch problem in words, for errors and damage findings. */
+export function describeBatchProblem(problem: BatchProblem): string {
   switch (problem.kind) {
     case "truncated":
       return `batch cut short (${problem.availableBytes} of ${problem.neededBytes} bytes)`;
@@ -202,7 +207,7 @@ export async function scanSegment(
     const checked = checkBatch(buffer, at, at + available, cleaned);
     let reason: string | undefined;
     if (typeof checked !== "number") {
-      reason = describe(checked);
+      reason = describeBatchProblem(checked);
     } else if (cleaned ? baseOffsetAt(buffer, at) < expectedOffset : baseOffsetAt(buffer, at) !== expectedOffset) {
       reason = `base offset ${baseOffsetAt(buffer, at)} where ${cleaned ? "at least " : ""}${expectedOffset} was expected`;
     }
