@@ -7,10 +7,13 @@ import { describe, expect, test } from "bun:test";
 import { CorruptStateError } from "../../../../src/errors/errors.ts";
 import type { Fs } from "../../../../src/platform/fs.ts";
 import { silentLogger, type Logger } from "../../../../src/platform/logger.ts";
+import { OffsetMap } from "../../../../src/domain/compaction/offset-map.ts";
+import { parseBatchHeader } from "../../../../src/protocol/records/record-batch.ts";
 import { PartitionLog, type LogConfig } from "../../../../src/storage/log/partition-log.ts";
+import { Partition } from "../../../../src/storage/partition.ts";
 import { SegmentDamageRegistry } from "../../../../src/storage/log/segment-damage.ts";
 import { SegmentScrubber, type ScrubbedLog } from "../../../../src/storage/log/segment-scrubber.ts";
-import { simpleBatch, TEST_BASE_TIMESTAMP_MS } from "../../../support/batch-builder.ts";
+import { buildBatch, simpleBatch, TEST_BASE_TIMESTAMP_MS, type TestRecord } from "../../../support/batch-builder.ts";
 import { ManualClock } from "../../../support/manual-clock.ts";
 import { ManualTimers } from "../../../support/manual-timers.ts";
 import { MemoryFs } from "../../../support/memory-fs.ts";
@@ -217,8 +220,8 @@ describe("at open", () => {
 });
 
 describe("the scrubber", () => {
-  function scrubberOf(logs: { partition: string; log: ScrubbedLog }[], registry: SegmentDamageRegistry, clock: ManualClock, timers: ManualTimers, bytesPerSecond = 1 << 30) {
-    return new SegmentScrubber({ partitions: async () => logs, damage: registry, clock, timers, log: silentLogger, bytesPerSecond: () => bytesPerSecond, chunkBytes: 512 });
+  function scrubberOf(logs: { partition: string; log: ScrubbedLog }[], registry: SegmentDamageRegistry, clock: ManualClock, timers: ManualTimers, bytesPerSecond = 1 << 30, chunkBytes = 512) {
+    return new SegmentScrubber({ partitions: async () => logs, damage: registry, clock, timers, log: silentLogger, bytesPerSecond: () => bytesPerSecond, chunkBytes });
   }
 
   test("finds damage in a segment nobody reads within one pass, records it once, and says it once however many passes find it", async () => {
@@ -322,6 +325,62 @@ describe("the scrubber", () => {
     await scrubber.runPass();
     expect(registry.damagedPartitions()).toEqual([]);
     await log.close();
+  });
+
+  test("a segment the log cleaner replaces under the same name while it is being scrubbed is skipped, without a finding", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    const dir = "/data/compacted-0";
+    const partition = await Partition.open({
+      fs,
+      clock,
+      topic: "compacted",
+      partition: 0,
+      dir,
+      logConfig: testConfig({ segmentBytes: 400 }),
+      timestampType: "create-time",
+      warn: () => {},
+    });
+    const append = async (records: TestRecord[]) => {
+      const bytes = buildBatch({ records });
+      const outcome = partition.appendFromProducer(bytes, parseBatchHeader(bytes));
+      if (outcome.kind !== "appended") throw new Error(`append refused: ${JSON.stringify(outcome)}`);
+      await outcome.written;
+      await partition.log.flush();
+    };
+    for (let round = 0; round < 4; round++) for (let k = 0; k < 3; k++) await append([{ key: `k${k}`, value: `value-${round}` }]);
+    await append([{ key: "roll", value: "x".repeat(420) }]);
+    await append([{ key: "last", value: "y" }]);
+    const sizeBefore = partition.log.cleanableSegments()[0]!.sizeBytes;
+    let reads = 0;
+    const racing: ScrubbedLog = {
+      scrubSegments: () => partition.log.scrubSegments(),
+      async readForScrub(segment, position, length) {
+        // Mid-way through the first segment, a cleaning pass swaps a smaller segment in under its name.
+        if (++reads === 3) {
+          const outcome = await partition.clean({
+            nowMs: clock.nowMs(),
+            config: { minCleanableDirtyRatio: 0.5, minCompactionLagMs: 0, maxCompactionLagMs: Number.MAX_SAFE_INTEGER, deleteRetentionMs: 86_400_000, segmentBytes: 400, indexIntervalBytes: 128 },
+            map: new OffsetMap(1 << 20, 0.9),
+            throttle: async () => {},
+            shouldStop: () => false,
+            force: true,
+          });
+          expect(outcome).toMatchObject({ kind: "cleaned" });
+          expect(partition.log.cleanableSegments()[0]!.sizeBytes).toBeLessThan(sizeBefore);
+        }
+        return partition.log.readForScrub(segment, position, length);
+      },
+    };
+    const registry = new SegmentDamageRegistry(clock, silentLogger);
+    const scrubber = scrubberOf([{ partition: "compacted-0", log: racing }], registry, clock, new ManualTimers(clock), 1 << 30, 64);
+    expect(await scrubber.runPass()).toBe(true);
+    expect(reads).toBeGreaterThan(3);
+    expect(registry.damagedPartitions()).toEqual([]);
+    // The next pass verifies the cleaned segment as what it is.
+    await scrubber.runPass();
+    expect(registry.damagedPartitions()).toEqual([]);
+    await partition.close();
   });
 
   test("reads at the configured rate: a pass of N bytes takes N / rate", async () => {
