@@ -1,0 +1,360 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Random;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * The client of the Jepsen-style workload (tests/support/jepsen/harness.ts): one transactional producer and one
+ * read_committed consumer, issuing transactions that mix sends and polls, and printing its history as JSON lines
+ * on stdout (the format is tests/support/jepsen/history.ts).
+ *
+ *   java JepsenWorkload create <bootstrap> <topic>:<partitions> ...      creates the topics, prints CREATED
+ *   java JepsenWorkload run <bootstrap> <process> <lineage> <lineages> <seed> <topics> <partitions> <keysPerPartition>
+ *   java JepsenWorkload fence <bootstrap> <lineage>                        initTransactions once, then exits
+ *   java JepsenWorkload final <bootstrap> <topics> <partitions> <timeoutMs> reads every partition from 0 to its end
+ *
+ * run: the lineage is the transactional.id ("jepsen-<lineage>") and the consumer group ("jepsen-<lineage>"); a new
+ * process of a lineage fences the previous one and resumes from the offsets its committed transactions carried.
+ * Lineage L writes the partitions p with p % lineages == L of every topic (one writer per partition: see
+ * docs/checker.md for why), through keysPerPartition keys each, and reads every partition (assign, no rebalances).
+ * Each value is "<process>-<n>", unique across the run. A transaction is 1-4 micro-ops, each a send (waited for:
+ * its offset is recorded) or a poll; then the consumer's positions go into the transaction
+ * (sendOffsetsToTransaction) and it commits. Any exception: abortTransaction; the op is "fail" when that abort
+ * returned, "info" (may or may not have committed) when it threw, and then the producer is closed and a new one
+ * initialised (which settles the open transaction). After a fail or info the consumer seeks back to where the
+ * transaction started, and says so with a "seek" line. Stops after a line "STOP" on stdin (or its end).
+ */
+public class JepsenWorkload {
+  static final Object out = new Object();
+
+  public static void main(String[] args) throws Exception {
+    switch (args[0]) {
+      case "create": create(args); break;
+      case "run": new JepsenWorkload(args).run(); break;
+      case "fence": fence(args[1], Integer.parseInt(args[2])); break;
+      case "final": finalRead(args[1], args[2].split(","), Integer.parseInt(args[3]), Long.parseLong(args[4])); break;
+      default: throw new IllegalArgumentException("unknown mode " + args[0]);
+    }
+    System.exit(0);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // JSON (the strings here are topic names, keys, values and exception messages)
+
+  static String q(String s) {
+    if (s == null) return "null";
+    StringBuilder b = new StringBuilder("\"");
+    for (char c : s.toCharArray()) {
+      if (c == '"' || c == '\\') b.append('\\').append(c);
+      else if (c < 0x20) b.append(String.format("\\u%04x", (int) c));
+      else b.append(c);
+    }
+    return b.append('"').toString();
+  }
+
+  static void emit(String json) {
+    synchronized (out) {
+      System.out.println(json);
+      System.out.flush();
+    }
+  }
+
+  static Properties clientProps(String bootstrap) {
+    Properties props = new Properties();
+    props.put("bootstrap.servers", bootstrap);
+    // Short timeouts, so that a fault ends the transaction it hits within seconds.
+    props.put("request.timeout.ms", "3000");
+    props.put("reconnect.backoff.max.ms", "200");
+    props.put("retry.backoff.max.ms", "200");
+    return props;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // create, fence, final
+
+  static void create(String[] args) throws Exception {
+    Properties props = clientProps(args[1]);
+    props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    try (Admin admin = Admin.create(props)) {
+      List<NewTopic> topics = new ArrayList<>();
+      for (int i = 2; i < args.length; i++) {
+        String[] parts = args[i].split(":");
+        topics.add(new NewTopic(parts[0], Integer.parseInt(parts[1]), (short) 1));
+      }
+      admin.createTopics(topics).all().get();
+      System.out.println("CREATED");
+    }
+  }
+
+  static Properties producerProps(String bootstrap, int lineage) {
+    Properties props = clientProps(bootstrap);
+    props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "jepsen-" + lineage);
+    props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+    props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "6000");
+    props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
+    props.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "10000");
+    return props;
+  }
+
+  /** A new producer on the lineage's transactional id fences the old one and settles its open transaction. */
+  static void fence(String bootstrap, int lineage) {
+    for (int attempt = 0; ; attempt++) {
+      KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, lineage));
+      try {
+        producer.initTransactions();
+        producer.close(Duration.ofSeconds(5));
+        System.out.println("FENCED");
+        return;
+      } catch (Exception e) {
+        producer.close(Duration.ZERO);
+        if (attempt >= 20) throw e;
+      }
+    }
+  }
+
+  static void finalRead(String bootstrap, String[] topics, int partitions, long timeoutMs) throws Exception {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    Properties props = clientProps(bootstrap);
+    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (String t : topics) for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(t, p));
+      consumer.assign(tps);
+      consumer.seekToBeginning(tps);
+      // Under read_committed: the last stable offsets. Every writer has ended, so they are the log ends.
+      Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+      while (true) {
+        boolean reached = true;
+        for (TopicPartition tp : tps) if (consumer.position(tp) < ends.get(tp)) reached = false;
+        if (reached) break;
+        if (System.currentTimeMillis() > deadline) {
+          for (TopicPartition tp : tps) emit("{\"type\":\"final-timeout\",\"topic\":" + q(tp.topic()) + ",\"partition\":" + tp.partition() + ",\"end\":" + ends.get(tp) + ",\"position\":" + consumer.position(tp) + "}");
+          System.exit(2);
+        }
+        for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+          emit("{\"type\":\"final\",\"topic\":" + q(r.topic()) + ",\"partition\":" + r.partition() + ",\"offset\":" + r.offset() + ",\"key\":" + q(r.key()) + ",\"value\":" + q(r.value()) + "}");
+        }
+      }
+      for (TopicPartition tp : tps) emit("{\"type\":\"final-end\",\"topic\":" + q(tp.topic()) + ",\"partition\":" + tp.partition() + ",\"end\":" + ends.get(tp) + "}");
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // run
+
+  final String bootstrap;
+  final int process;
+  final int lineage;
+  final Random rng;
+  final List<TopicPartition> all = new ArrayList<>();
+  final List<String[]> keys = new ArrayList<>(); // {topic, partition, key}
+  volatile boolean stop = false;
+  KafkaProducer<String, String> producer;
+  KafkaConsumer<String, String> consumer;
+  int txn = 0;
+  int nextValue = 0;
+
+  JepsenWorkload(String[] args) {
+    bootstrap = args[1];
+    process = Integer.parseInt(args[2]);
+    lineage = Integer.parseInt(args[3]);
+    int lineages = Integer.parseInt(args[4]);
+    rng = new Random(Long.parseLong(args[5]) * 1_000_003L + process);
+    String[] topics = args[6].split(",");
+    int partitions = Integer.parseInt(args[7]);
+    int keysPerPartition = Integer.parseInt(args[8]);
+    for (String t : topics) {
+      for (int p = 0; p < partitions; p++) {
+        all.add(new TopicPartition(t, p));
+        if (p % lineages != lineage) continue;
+        for (int k = 0; k < keysPerPartition; k++) keys.add(new String[] {t, String.valueOf(p), "k-" + t + "-" + p + "-" + k});
+      }
+    }
+  }
+
+  long now() {
+    return System.currentTimeMillis();
+  }
+
+  void run() throws Exception {
+    Thread stdin = new Thread(() -> {
+      try {
+        BufferedReader r = new BufferedReader(new InputStreamReader(System.in));
+        for (String line; (line = r.readLine()) != null; ) if (line.trim().equals("STOP")) break;
+      } catch (Exception e) {
+        // stdin gone: stop too
+      }
+      stop = true;
+    });
+    stdin.setDaemon(true);
+    stdin.start();
+
+    Properties cprops = clientProps(bootstrap);
+    cprops.put(ConsumerConfig.GROUP_ID_CONFIG, "jepsen-" + lineage);
+    cprops.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    cprops.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    cprops.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    cprops.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");
+    cprops.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50");
+    cprops.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    cprops.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    consumer = new KafkaConsumer<>(cprops);
+    consumer.assign(all);
+    emit("{\"type\":\"start\",\"process\":" + process + ",\"lineage\":" + lineage + ",\"time\":" + now() + "}");
+
+    // The positions to start from: the offsets the lineage's committed transactions carried (or 0).
+    Map<TopicPartition, Long> positions = null;
+    while (positions == null && !stop) {
+      try {
+        positions = new HashMap<>();
+        for (TopicPartition tp : all) positions.put(tp, consumer.position(tp));
+      } catch (Exception e) {
+        positions = null;
+      }
+    }
+    if (positions != null) emitSeek(positions);
+
+    while (!stop) {
+      if (producer == null && !initProducer()) continue;
+      transaction();
+    }
+    if (producer != null) producer.close(Duration.ofSeconds(5));
+    consumer.close(Duration.ofSeconds(5));
+    emit("{\"type\":\"stop\",\"process\":" + process + ",\"time\":" + now() + "}");
+  }
+
+  boolean initProducer() {
+    KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, lineage));
+    try {
+      p.initTransactions();
+      producer = p;
+      emit("{\"type\":\"producer\",\"process\":" + process + ",\"time\":" + now() + "}");
+      return true;
+    } catch (Exception e) {
+      p.close(Duration.ZERO);
+      return false;
+    }
+  }
+
+  void emitSeek(Map<TopicPartition, Long> positions) {
+    StringBuilder b = new StringBuilder("{\"type\":\"seek\",\"process\":" + process + ",\"time\":" + now() + ",\"positions\":[");
+    boolean first = true;
+    for (TopicPartition tp : all) {
+      if (!first) b.append(',');
+      first = false;
+      b.append("{\"topic\":").append(q(tp.topic())).append(",\"partition\":").append(tp.partition()).append(",\"offset\":").append(positions.get(tp)).append('}');
+    }
+    emit(b.append("]}").toString());
+  }
+
+  /** One planned micro-op and, once done, its result (as JSON). */
+  static final class Micro {
+    String[] send; // {topic, partition, key, value}; null for a poll
+    String result; // JSON of the completed micro-op, null until done
+  }
+
+  static String sendJson(String[] s, Long offset) {
+    return "{\"f\":\"send\",\"topic\":" + q(s[0]) + ",\"partition\":" + s[1] + ",\"key\":" + q(s[2]) + ",\"value\":" + q(s[3]) + (offset == null ? "" : ",\"offset\":" + offset) + "}";
+  }
+
+  static String opsJson(List<Micro> ops, boolean results) {
+    StringBuilder b = new StringBuilder("[");
+    boolean first = true;
+    for (Micro m : ops) {
+      if (results && m.result == null) continue;
+      if (!first) b.append(',');
+      first = false;
+      if (results) b.append(m.result);
+      else b.append(m.send != null ? sendJson(m.send, null) : "{\"f\":\"poll\"}");
+    }
+    return b.append(']').toString();
+  }
+
+  void transaction() {
+    int id = txn++;
+    List<Micro> ops = new ArrayList<>();
+    int n = 1 + rng.nextInt(4);
+    for (int i = 0; i < n; i++) {
+      Micro m = new Micro();
+      if (rng.nextBoolean()) {
+        String[] k = keys.get(rng.nextInt(keys.size()));
+        m.send = new String[] {k[0], k[1], k[2], process + "-" + (nextValue++)};
+      }
+      ops.add(m);
+    }
+    Map<TopicPartition, Long> start = new HashMap<>();
+    for (TopicPartition tp : all) start.put(tp, consumer.position(tp));
+    String head = "\"process\":" + process + ",\"txn\":" + id;
+    emit("{\"type\":\"invoke\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, false) + "}");
+    String step = "begin";
+    try {
+      producer.beginTransaction();
+      for (Micro m : ops) {
+        if (m.send != null) {
+          step = "send";
+          RecordMetadata md = producer.send(new ProducerRecord<>(m.send[0], Integer.parseInt(m.send[1]), m.send[2], m.send[3])).get();
+          m.result = sendJson(m.send, md.offset());
+        } else {
+          step = "poll";
+          StringBuilder b = new StringBuilder("{\"f\":\"poll\",\"records\":[");
+          boolean first = true;
+          for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(100))) {
+            if (!first) b.append(',');
+            first = false;
+            b.append("{\"topic\":").append(q(r.topic())).append(",\"partition\":").append(r.partition()).append(",\"offset\":").append(r.offset())
+                .append(",\"key\":").append(q(r.key())).append(",\"value\":").append(q(r.value())).append('}');
+          }
+          m.result = b.append("]}").toString();
+        }
+      }
+      step = "offsets";
+      Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+      for (TopicPartition tp : all) offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+      producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+      step = "commit";
+      producer.commitTransaction();
+      emit("{\"type\":\"ok\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + "}");
+    } catch (Exception e) {
+      boolean aborted = false;
+      try {
+        producer.abortTransaction();
+        aborted = true;
+      } catch (Exception again) {
+        // The outcome is unknown: a new producer on the same transactional id settles it.
+      }
+      String error = step + ": " + e.getClass().getName() + ": " + String.valueOf(e.getMessage());
+      emit("{\"type\":\"" + (aborted ? "fail" : "info") + "\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + ",\"error\":" + q(error) + "}");
+      if (!aborted) {
+        producer.close(Duration.ZERO);
+        producer = null;
+      }
+      for (TopicPartition tp : all) consumer.seek(tp, start.get(tp));
+      emitSeek(start);
+    }
+  }
+}
