@@ -77,7 +77,7 @@ const OFFSETS: Subject = {
   async open(fs) {
     const store = await OffsetStore.open(fs, DATA);
     return {
-      write: (n) => store.mutate(OFFSETS_SLOT, (d) => d.commit("g", [{ topic: "t", partition: 0, offset: n, leaderEpoch: 0, metadata: "", commitTimestampMs: T0, expireTimestampMs: null }])),
+      write: async (n) => void await store.mutate(OFFSETS_SLOT, (d) => d.commit("g", [{ topic: "t", partition: 0, offset: n, leaderEpoch: 0, metadata: "", commitTimestampMs: T0, expireTimestampMs: null }])),
       read: async () => store.slot(OFFSETS_SLOT).committed("g", "t", 0)?.offset,
       verify: () => store.verify(),
       close: () => store.close(),
