@@ -52,6 +52,10 @@
  * slot is never taken for empty: that would silently rewind every consumer. `verify` checks the files
  * against memory while the broker runs.
  *
+ * The clean-shutdown record assumes this store is its slots' only writer, as it is today (every slot loads
+ * at open); once group slots move between brokers sharing the data directory, it must be left out for them
+ * as the transaction store does in cluster mode (another broker may change a slot after this one closed).
+ *
  * Versions: the checkpoint is at version 3 (version 2 had no generation, version 1 no lastSeq either, read
  * as lastSeq 0), the journal's records at version 2 (records of changes; version 1 records held the slot's
  * whole state and are read as records that replace it) after a header. Files written by earlier builds
