@@ -7,7 +7,11 @@
  * - start-up prints one line on stdout naming every bound address, for people and for scripts that start
  *   the broker with port 0;
  * - SIGTERM / SIGINT: stop accepting, answer in-flight requests, close the broker, exit 0; a second signal
- *   exits at once with 130; in cluster mode the etcd lease is revoked last, which deregisters the broker;
+ *   exits at once with 130; in cluster mode the etcd lease is revoked last, which deregisters the broker.
+ *   The handlers exist from the first moment of serve(): a signal during recovery exits 0 at once (as
+ *   safe as a crash), one while the listeners are being bound closes what is open (stop-signals.ts);
+ * - a listen address that is taken or not this machine's prints one line naming the listener and the
+ *   address, and exits 2, before recovery (checked first, and again by the real bind);
  * - cluster mode (--etcd) that cannot start (etcd unreachable, the broker id held by another live
  *   process) prints one line and exits 2, before recovery when it can;
  * - a FatalError (a broken invariant, a failed fsync) anywhere is logged and exits 1: recovery runs at the
@@ -23,10 +27,12 @@ import { VERSION } from "./cli/help.ts";
 import { FatalError } from "./errors/errors.ts";
 import { systemClock } from "./platform/clock.ts";
 import { type Logger, createLogger } from "./platform/logger.ts";
+import { StopSignals } from "./platform/stop-signals.ts";
 import { BatchedSync, SYNCFS_MIN_FILES } from "./platform/batched-sync.ts";
 import { createNodeFs, nodeFs } from "./platform/node-fs.ts";
 import { startSyncfsSyncer, type WorkerSyncer } from "./platform/syncfs-worker.ts";
-import { startKafkaListener } from "./net/kafka-listener.ts";
+import { type KafkaListener, startKafkaListener } from "./net/kafka-listener.ts";
+import { checkCanListen, formatHostPort } from "./net/listen-errors.ts";
 import { createHttpApp } from "./http/app.ts";
 import { BrokerQueryPorts } from "./http/broker-ports.ts";
 import { timedFs } from "./http/fs-timing.ts";
@@ -112,10 +118,16 @@ async function serve(config: BrokerConfig): Promise<number> {
   reexecWithIoThreads();
   const log = createLogger({ format: config.logFormat, level: config.logLevel });
   processLog = log;
+  // First thing after the logger: from here to the exit, one signal stops the broker (stop-signals.ts).
+  const signals = new StopSignals({ log, on: (signal, handler) => void process.on(signal, handler), exit: (code) => process.exit(code) });
+  signals.install();
   const clock = systemClock;
   const startedAtMs = clock.nowMs();
   // Metrics are recorded from here on: every fsync the broker makes is timed, every request counted.
   const metrics = new BrokerMetrics();
+  // A port that is taken is said now, in one line with exit 2, not after recovering every partition.
+  checkCanListen("the Kafka listener", config.listenHost, config.listenPort);
+  checkCanListen("the HTTP side-port", config.httpHost, config.httpPort);
   const syncfs = config.fsyncMode === "batched" ? await startBatchedSync(config.dataDir, log) : undefined;
   const batched =
     syncfs === undefined
@@ -174,22 +186,73 @@ async function serve(config: BrokerConfig): Promise<number> {
       if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });
     },
   });
-  const kafka = await startKafkaListener({
-    host: config.listenHost,
-    port: config.listenPort,
-    maxRequestBytes: config.socketRequestMaxBytes,
-    idleTimeoutMs: config.connectionsMaxIdleMs,
-    maxConnections: config.maxConnections,
-    maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
-    maxHeldResponseBytes: config.maxHeldResponseBytes,
-    dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
-    // Malformed input costs the client its connection (the listener logs it, rate-limited); a FatalError
-    // costs the process its life.
-    onConnectionError: (error) => {
-      if (error instanceof FatalError) exitFatal(error);
-    },
-    log,
-  });
+  signals.opening();
+
+  // What start-up has opened so far, closed in this order by a shutdown: a signal while the listeners are
+  // being bound stops the broker with whatever of them exists.
+  let kafka: KafkaListener | undefined;
+  let http: HttpServer | undefined;
+  let queryPorts: BrokerQueryPorts | undefined;
+  let resolveStopped!: (exitCode: number) => void;
+  const stopped = new Promise<number>((resolve) => (resolveStopped = resolve));
+  const shutdown = (why: Record<string, unknown>, exitCode: number) => {
+    signals.markStopping();
+    log.info("shutting down", why);
+    // /ready turns 503 first, so that load balancers stop sending work while the rest shuts down.
+    queryPorts?.markStopping();
+    (async () => {
+      await kafka?.close();
+      await http?.close();
+      await broker.close();
+      // Last: everything the broker did under its lease is done and durable. The revocation removes
+      // the registration at once, so the other brokers drop this one now rather than after the TTL.
+      await clusterMember?.leave();
+      // Only now: the broker's last writes still go through it.
+      syncfs?.close();
+    })().then(
+      () => {
+        log.info("stopped");
+        resolveStopped(exitCode);
+      },
+      (error: unknown) => {
+        if (error instanceof FatalError) exitFatal(error);
+        log.error("shutdown failed", describeError(error));
+        resolveStopped(1);
+      },
+    );
+  };
+  /** Start-up is over, or cut short by a signal: the shutdown runs on the next signal, or now. */
+  const stopIfAsked = (): boolean => {
+    if (signals.requested === undefined) return false;
+    signals.serve((why) => shutdown(why, 0));
+    return true;
+  };
+
+  try {
+    kafka = await startKafkaListener({
+      host: config.listenHost,
+      port: config.listenPort,
+      maxRequestBytes: config.socketRequestMaxBytes,
+      idleTimeoutMs: config.connectionsMaxIdleMs,
+      maxConnections: config.maxConnections,
+      maxHeldResponseBytesPerConnection: config.maxHeldResponseBytesPerConnection,
+      maxHeldResponseBytes: config.maxHeldResponseBytes,
+      dispatch: meteredDispatch((frame, conn) => broker.dispatch(frame, conn), metrics),
+      // Malformed input costs the client its connection (the listener logs it, rate-limited); a FatalError
+      // costs the process its life.
+      onConnectionError: (error) => {
+        if (error instanceof FatalError) exitFatal(error);
+      },
+      log,
+    });
+  } catch (error) {
+    // The port was free a moment ago (checkCanListen) and was taken since: the broker closes cleanly.
+    await broker.close();
+    await clusterMember?.leave();
+    syncfs?.close();
+    throw error;
+  }
+  if (stopIfAsked()) return await stopped;
   // A wildcard bind is not an address a client can dial: advertise the host name instead, like Apache does
   // for a listener without a host.
   const advertisedHost = config.advertisedHost ?? (isWildcard(kafka.host) ? hostname() : kafka.host);
@@ -198,7 +261,7 @@ async function serve(config: BrokerConfig): Promise<number> {
 
   // The HTTP side-port: health, readiness, metrics and read-only introspection. Write routes exist only
   // with an admin token, which comes from the environment alone (never a flag: flags show in `ps`).
-  const queryPorts = new BrokerQueryPorts({
+  queryPorts = new BrokerQueryPorts({
     broker,
     metrics,
     version: VERSION,
@@ -214,13 +277,13 @@ async function serve(config: BrokerConfig): Promise<number> {
     allowedHostNames: [...config.httpAllowedHosts, config.httpHost, advertisedHost, hostname()],
     onError: (error, method, path) => log.error("http request failed", { method, path, ...describeError(error) }),
   });
-  let http: HttpServer;
   try {
     http = startHttpServer({ host: config.httpHost, port: config.httpPort, fetch: app.fetch, log });
   } catch (error) {
     await kafka.close();
     await broker.close();
     await clusterMember?.leave();
+    syncfs?.close();
     throw error;
   }
   const httpAdvertisedHost = isWildcard(http.host) ? hostname() : http.host;
@@ -244,55 +307,18 @@ async function serve(config: BrokerConfig): Promise<number> {
       syncfs?.close();
       throw error;
     }
-  }
-
-  // The signal handlers exist before the start-up line announces the broker: a script that sends SIGTERM
-  // as soon as it reads the line must get a clean shutdown, not the default action (death by signal).
-  const stopped = new Promise<number>((resolve) => {
-    let stopping = false;
-    const shutdown = (why: Record<string, unknown>, exitCode: number) => {
-      stopping = true;
-      log.info("shutting down", why);
-      // /ready turns 503 first, so that load balancers stop sending work while the rest shuts down.
-      queryPorts.markStopping();
-      (async () => {
-        await kafka.close();
-        await http.close();
-        await broker.close();
-        // Last: everything the broker did under its lease is done and durable. The revocation removes
-        // the registration at once, so the other brokers drop this one now rather than after the TTL.
-        await clusterMember?.leave();
-        // Only now: the broker's last writes still go through it.
-        syncfs?.close();
-      })().then(
-        () => {
-          log.info("stopped");
-          resolve(exitCode);
-        },
-        (error: unknown) => {
-          if (error instanceof FatalError) exitFatal(error);
-          log.error("shutdown failed", describeError(error));
-          resolve(1);
-        },
-      );
-    };
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.warn("second signal, exiting now", { signal });
-        process.exit(130);
-      }
-      shutdown({ signal }, 0);
-    };
-    process.on("SIGTERM", onSignal);
-    process.on("SIGINT", onSignal);
     // Another process registered this broker id while this one's lease had lapsed: it must not go on
     // as that broker. Exit 2, as for the same conflict at start.
-    clusterMember?.onFailed((error) => {
-      if (stopping) return;
+    clusterMember.onFailed((error) => {
+      if (signals.isStopping) return;
       log.error("leaving the cluster: this broker id is taken", { error: error.message });
       shutdown({ reason: "broker id taken" }, 2);
     });
-  });
+  }
+  if (stopIfAsked()) return await stopped;
+  // Before the start-up line announces the broker: a script that sends SIGTERM as soon as it reads the
+  // line gets a clean shutdown.
+  signals.serve((why) => shutdown(why, 0));
 
   const clusterStatus = clusterMember?.status();
   const memberIds = clusterStatus?.members.map((m) => m.brokerId) ?? [];
@@ -314,10 +340,6 @@ async function serve(config: BrokerConfig): Promise<number> {
   });
 
   return await stopped;
-}
-
-function formatHostPort(host: string, port: number): string {
-  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 const code = await runCli(process.argv.slice(2), {

@@ -169,6 +169,8 @@ answers for everything, so clients must use one broker. An unreachable etcd or a
 process holds at start: one line, exit 2.
 
 Stop with SIGTERM or SIGINT: in-flight requests are answered, then the broker exits 0 (in cluster mode
-after revoking its etcd lease, which deregisters it). A second signal exits at once with code 130.
+after revoking its etcd lease, which deregisters it). A second signal exits at once with code 130. A
+signal during recovery exits 0 at once (the next start goes on recovering). A listen address that is
+taken or not this machine's: one line naming it, exit 2, before recovery.
 `;
 }

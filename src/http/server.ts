@@ -7,6 +7,7 @@
  * - close() stops accepting, lets requests in flight finish for up to `closeTimeoutMs`, then cuts whatever
  *   is left (a browser's idle keep-alive connection must not hold up a broker's shutdown).
  */
+import { listenError } from "../net/listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 
 export interface HttpServerOptions {
@@ -41,8 +42,7 @@ export function startHttpServer(opts: HttpServerOptions): HttpServer {
     });
   } catch (error) {
     // Bun's message ("Failed to start server. Is port 9644 in use?") does not say which server.
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new Error(`the HTTP side-port cannot listen on ${opts.host}:${opts.port}: ${reason}`);
+    throw listenError("the HTTP side-port", opts.host, opts.port, error);
   }
   const host = server.hostname ?? opts.host;
   const port = server.port ?? opts.port;

@@ -44,6 +44,7 @@
  */
 import { DecodeError } from "../errors/errors.ts";
 import { LogRateLimit } from "../platform/log-rate-limit.ts";
+import { listenError } from "./listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /** Which connection: what a connection error is reported with. */
@@ -717,85 +718,90 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
 
   // ---- Bun.listen ----------------------------------------------------------------------------------------
 
-  const server = Bun.listen<ConnRef>({
-    hostname: opts.host,
-    port: opts.port,
-    data: { conn: undefined } as ConnRef,
-    socket: {
-      binaryType: "uint8array",
-      open(socket) {
-        if (closing || connections.size >= maxConnections) {
-          if (!closing) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections });
-          socket.end();
-          return;
-        }
-        const id = nextId++;
-        let resolveClosed!: () => void;
-        const closedPromise = new Promise<void>((resolve) => (resolveClosed = resolve));
-        const conn: ConnState = {
-          info: {
-            id,
-            remoteAddress: socket.remoteAddress,
-            close: () => abort(conn),
-          },
-          socket,
-          frames: new FrameAssembler(),
-          pending: [],
-          output: [],
-          outputReleases: [],
-          outputBytes: 0,
-          heldBytes: 0,
-          paused: false,
-          pauseReason: undefined,
-          stopReading: false,
-          endWhenFlushed: false,
-          closed: false,
-          errorLogged: false,
-          pumping: false,
-          lastActivityMs: now(),
-          idleTimer: undefined,
-          closedPromise,
-          resolveClosed,
-        };
-        // Each socket gets its own data object rather than the listener's default one.
-        socket.data = { conn };
-        connections.add(conn);
-        if (idleTimeoutMs > 0) armIdleTimer(conn, idleTimeoutMs);
+  let server: Bun.TCPSocketListener<ConnRef>;
+  try {
+    server = Bun.listen<ConnRef>({
+      hostname: opts.host,
+      port: opts.port,
+      data: { conn: undefined } as ConnRef,
+      socket: {
+        binaryType: "uint8array",
+        open(socket) {
+          if (closing || connections.size >= maxConnections) {
+            if (!closing) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections });
+            socket.end();
+            return;
+          }
+          const id = nextId++;
+          let resolveClosed!: () => void;
+          const closedPromise = new Promise<void>((resolve) => (resolveClosed = resolve));
+          const conn: ConnState = {
+            info: {
+              id,
+              remoteAddress: socket.remoteAddress,
+              close: () => abort(conn),
+            },
+            socket,
+            frames: new FrameAssembler(),
+            pending: [],
+            output: [],
+            outputReleases: [],
+            outputBytes: 0,
+            heldBytes: 0,
+            paused: false,
+            pauseReason: undefined,
+            stopReading: false,
+            endWhenFlushed: false,
+            closed: false,
+            errorLogged: false,
+            pumping: false,
+            lastActivityMs: now(),
+            idleTimer: undefined,
+            closedPromise,
+            resolveClosed,
+          };
+          // Each socket gets its own data object rather than the listener's default one.
+          socket.data = { conn };
+          connections.add(conn);
+          if (idleTimeoutMs > 0) armIdleTimer(conn, idleTimeoutMs);
+        },
+        data(socket, chunk) {
+          const conn = socket.data?.conn;
+          if (conn === undefined || conn.closed) return;
+          conn.lastActivityMs = now();
+          // A doomed or draining connection answers nothing more, so what it sends is dropped. A connection
+          // paused for backpressure may still deliver what Bun had already read: that is buffered, and pump()
+          // leaves it undispatched until the output drains.
+          if (conn.stopReading) return;
+          conn.frames.push(chunk);
+          pump(conn);
+        },
+        drain(socket) {
+          const conn = socket.data?.conn;
+          if (conn === undefined || conn.closed) return;
+          flushOutput(conn);
+          if (conn.output.length > 0) return;
+          if (conn.endWhenFlushed) {
+            endSocket(conn);
+            return;
+          }
+          pump(conn);
+        },
+        close(socket) {
+          const conn = socket.data?.conn;
+          if (conn !== undefined) onClosed(conn);
+        },
+        error(socket, error) {
+          const conn = socket.data?.conn;
+          if (conn === undefined) return;
+          report(error, conn);
+          abort(conn);
+        },
       },
-      data(socket, chunk) {
-        const conn = socket.data?.conn;
-        if (conn === undefined || conn.closed) return;
-        conn.lastActivityMs = now();
-        // A doomed or draining connection answers nothing more, so what it sends is dropped. A connection
-        // paused for backpressure may still deliver what Bun had already read: that is buffered, and pump()
-        // leaves it undispatched until the output drains.
-        if (conn.stopReading) return;
-        conn.frames.push(chunk);
-        pump(conn);
-      },
-      drain(socket) {
-        const conn = socket.data?.conn;
-        if (conn === undefined || conn.closed) return;
-        flushOutput(conn);
-        if (conn.output.length > 0) return;
-        if (conn.endWhenFlushed) {
-          endSocket(conn);
-          return;
-        }
-        pump(conn);
-      },
-      close(socket) {
-        const conn = socket.data?.conn;
-        if (conn !== undefined) onClosed(conn);
-      },
-      error(socket, error) {
-        const conn = socket.data?.conn;
-        if (conn === undefined) return;
-        report(error, conn);
-        abort(conn);
-      },
-    },
-  });
+    });
+  } catch (error) {
+    throw listenError("the Kafka listener", opts.host, opts.port, error);
+  }
 
   const bound = { host: server.hostname, port: server.port };
   log.debug("kafka listener bound", bound);

@@ -36,7 +36,9 @@ export function createLogger(opts: {
     if (rank[level] < min) return;
     const time = new Date(nowMs()).toISOString();
     if (opts.format === "json") {
-      write(escapeLineBreakers(toJson({ time, level, msg: message, ...fields, ...{ time, level, msg: message } })));
+      // The fixed keys first for the reader, and again last so that a field of the same name cannot win.
+      const fixed = { time, level, msg: message };
+      write(escapeLineBreakers(toJson({ ...fixed, ...fields, ...fixed })));
     } else {
       const extra = fields
         ? " " + Object.entries(fields).map(([k, v]) => `${escapeControls(k)}=${formatTextValue(v)}`).join(" ")

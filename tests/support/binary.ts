@@ -124,7 +124,7 @@ export interface BunkaStartOptions {
 }
 
 const LISTENING_LINE = /^bunka \S+ listening kafka=(\S+):(\d+) [^\n]*\n/m;
-const BIND_FAILURE = /Failed to listen|EADDRINUSE|address already in use/i;
+const BIND_FAILURE = /Failed to listen|EADDRINUSE|already in use/i;
 
 export class BunkaProcess {
   /** Settles with the exit code (or 128 + signal number) once the process is gone. */
