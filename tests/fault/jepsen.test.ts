@@ -49,7 +49,7 @@ test.skipIf(!CAN_RUN_BINARY)(
         faults: ["broker-kill", "broker-pause", "client-crash"],
         faultIntervalMs: { min: 6_000, max: 10_000 },
         // Up to longer than the clients' timeouts (3 s per request, 5 s blocking), so that some transactions fail.
-        pauseMs: { min: 3_000, max: 9_000 },
+        pauseMs: { min: 5_000, max: 9_000 },
       }),
     );
     const s = run.result.stats;
