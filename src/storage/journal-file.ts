@@ -196,7 +196,8 @@ export interface CheckpointMark {
  *   the checkpoint holds every record of it: the store replaces it (`reset`) before appending;
  * - "old-format": files written before headers existed (or half way through their rewrite): the store
  *   rewrites them in the current format now;
- * - "fresh": no checkpoint and no journal content: a slot never written.
+ * - "fresh": a slot never written: no checkpoint, and no journal content but perhaps the header its first
+ *   write put down before it stopped.
  */
 export type JournalStanding = "current" | "previous" | "old-format" | "fresh";
 
@@ -236,6 +237,9 @@ export function checkJournalFollows(contents: JournalContents, checkpointPath: s
     throw new CorruptStateError(path, `is of generation ${header.generation}, but ${checkpointPath} is of generation ${generation}`);
   }
   const lastSeq = checkpoint?.lastSeq ?? 0;
+  // A slot's first write puts the header of generation 1 before the first checkpoint: a crash in
+  // between leaves the header alone, and no record was ever written after it.
+  if (checkpoint === undefined && header?.generation === 1 && header.baseSeq === 0 && contents.lastSeq === undefined) return "fresh";
   if (header !== undefined) {
     // Only the rewrite of old files writes a header of generation 0, before its first fold.
     if (header.generation !== 0) {

@@ -34,8 +34,9 @@
  * atomically by a header of that generation) once it exceeds max(1 MiB, 2 x the checkpoint), which
  * amortizes the rewrites to O(1) per byte appended and bounds the journal and the replay at load. A crash
  * between the two leaves the previous journal, whose records the checkpoint holds up to exactly its
- * lastSeq; it is replaced at load. A slot's first write folds first (an empty checkpoint of generation 1),
- * so that every journal with records follows a checkpoint that vouches for its header.
+ * lastSeq; it is replaced at load. A slot's first write puts down a journal header and then an empty
+ * checkpoint of generation 1 (`firstFold`), so that every journal with records follows a checkpoint that
+ * vouches for its header.
  *
  * Failures: a failed fsync is fatal (FatalError): every waiting and later caller is refused with it and the
  * process must exit. Any other failed write (ENOSPC, EIO) refuses the callers of that batch and cuts the
@@ -300,7 +301,8 @@ export class OffsetStore {
     for (const slot of this.slots) {
       const generation = slot.generation;
       const mark = slot.journal.mark();
-      if (mark === undefined) continue; // never written: nothing on disk to check
+      // Never written (at most a header left by a first write that crashed): nothing to check.
+      if (mark === undefined || generation === 0) continue;
       const unchanged = () => !slot.folding && slot.generation === generation && slot.journal.header?.generation === generation;
       if (!unchanged()) {
         skipped += 1;
@@ -411,11 +413,10 @@ export class OffsetStore {
   /** Appends one journal record with the write's changes and makes it durable. */
   private async append(slot: SlotWriter, groups: GroupDelta[], nextSeq: number): Promise<void> {
     await this.beforeWrite();
-    const header = slot.journal.header;
-    // A slot's first write: an empty checkpoint of generation 1 first, which vouches for the header.
-    if (header === undefined) await this.fold(slot);
+    // A slot's first write: a journal header and an empty checkpoint of generation 1, which vouches for it.
+    if (slot.generation === 0) await this.firstFold(slot);
     // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
-    else if (header.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
+    else if (slot.journal.header?.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
     const record: DeltaRecord = { seq: slot.lastSeq + 1, slot: slot.index, nextSeq, groups };
     await slot.journal.append(encodeState(OFFSETS_JOURNAL_FORMAT, OFFSETS_JOURNAL_VERSION, record), record.seq);
     slot.lastSeq = record.seq;
@@ -449,6 +450,27 @@ export class OffsetStore {
       slot.checkpointBytes = bytes.length;
       slot.generation = generation;
       await slot.journal.reset(generation, slot.lastSeq);
+    } finally {
+      slot.folding = false;
+    }
+  }
+
+  /**
+   * A slot's first checkpoint, in the opposite order to `fold`: the journal (a header of generation 1)
+   * first, then the empty checkpoint of generation 1. A crash in between leaves a header alone without a
+   * checkpoint, which loads as a slot never written; the other order would leave a checkpoint without a
+   * journal, which cannot be told from a journal lost to damage.
+   */
+  private async firstFold(slot: SlotWriter): Promise<void> {
+    await this.beforeWrite();
+    const body: CheckpointBody = { ...bodyFromSlot(slot.index, slot.lastSeq, slot.state), generation: 1 };
+    const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, body);
+    slot.folding = true;
+    try {
+      await slot.journal.reset(1, slot.lastSeq);
+      await writeFileAtomic(this.fs, slot.path, bytes);
+      slot.checkpointBytes = bytes.length;
+      slot.generation = 1;
     } finally {
       slot.folding = false;
     }

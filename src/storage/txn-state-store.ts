@@ -38,9 +38,9 @@
  * - Compaction ("fold") writes the checkpoint of the next generation from the durable state only, then
  *   replaces the journal atomically by a header of that generation. A crash between the two leaves the
  *   previous generation's journal, whose records the checkpoint holds: it must end exactly at the
- *   checkpoint's lastSeq and is replaced before the next append. A slot's first write folds first (an empty
- *   checkpoint of generation 1), so that every journal with records follows a checkpoint that vouches for
- *   its header.
+ *   checkpoint's lastSeq and is replaced before the next append. A slot's first write puts down a journal
+ *   header and then an empty checkpoint of generation 1 (`firstFold`), so that every journal with records
+ *   follows a checkpoint that vouches for its header.
  *
  * Loading (lazily, per slot, at its first use): checkpoint, then every journal record after its lastSeq, in
  * strict sequence. An unterminated last line is a write that never completed (and was never acknowledged):
@@ -390,7 +390,8 @@ export class TxnStateStore {
       const generation = slot.generation;
       const mark = journal.mark();
       const unchanged = () => slot.loaded && !slot.folding && slot.journal === journal && slot.generation === generation && journal.header?.generation === generation;
-      if (mark === undefined) continue; // a slot never written: nothing on disk to check
+      // Never written (at most a header left by a first write that crashed): nothing to check.
+      if (mark === undefined || generation === 0) continue;
       if (!unchanged()) {
         skipped += 1;
         continue;
@@ -541,11 +542,10 @@ export class TxnStateStore {
 
   private async append(slot: Slot, batch: Map<string, TxnEntry | undefined>): Promise<void> {
     await this.beforeWrite();
-    const header = slot.journal.header;
-    // A slot's first write: an empty checkpoint of generation 1 first, which vouches for the header.
-    if (header === undefined) await this.fold(slot);
+    // A slot's first write: a journal header and an empty checkpoint of generation 1, which vouches for it.
+    if (slot.generation === 0) await this.firstFold(slot);
     // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
-    else if (header.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
+    else if (slot.journal.header?.generation !== slot.generation) await slot.journal.reset(slot.generation, slot.lastSeq);
     const seq = slot.lastSeq + 1;
     const body: JournalBody = { seq, put: [], del: [] };
     for (const id of [...batch.keys()].sort(compareStrings)) {
@@ -584,6 +584,31 @@ export class TxnStateStore {
       slot.checkpointBytes = bytes.length;
       slot.generation = generation;
       await slot.journal.reset(generation, slot.lastSeq);
+    } finally {
+      slot.folding = false;
+    }
+  }
+
+  /**
+   * A slot's first checkpoint, in the opposite order to `fold`: the journal (a header of generation 1)
+   * first, then the empty checkpoint of generation 1. A crash in between leaves a header alone without a
+   * checkpoint, which loads as a slot never written; the other order would leave a checkpoint without a
+   * journal, which cannot be told from a journal lost to damage.
+   */
+  private async firstFold(slot: Slot): Promise<void> {
+    await this.beforeWrite();
+    const body: SlotBody = {
+      generation: 1,
+      lastSeq: slot.lastSeq,
+      entries: [...slot.durable.values()].sort((a, b) => compareStrings(a.transactionalId, b.transactionalId)),
+    };
+    const bytes = encodeState(TXN_SLOT_FORMAT, TXN_SLOT_VERSION, body);
+    slot.folding = true;
+    try {
+      await slot.journal.reset(1, slot.lastSeq);
+      await writeFileAtomic(this.fs, slot.checkpointPath, bytes);
+      slot.checkpointBytes = bytes.length;
+      slot.generation = 1;
     } finally {
       slot.folding = false;
     }

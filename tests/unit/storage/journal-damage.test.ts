@@ -247,20 +247,27 @@ for (const subject of [TXN, OFFSETS]) {
       expect(error.path).toBe(cleanShutdownPath(subject.dir));
     });
 
-    test("a crash at any step of a write and its fold, after a clean start, leaves files that load: never a false alarm", async () => {
-      let completed = false;
-      for (let ops = 0; !completed; ops++) {
-        const fs = await written(subject);
-        const store = await subject.open(fs, true);
-        fs.haltAfterOps(ops);
-        completed = await store.write(4).then(
-          () => true,
-          () => false,
-        );
-        fs.crash();
-        const value = await (await subject.open(fs)).read();
-        if (completed) expect(value).toBe(4);
-        else expect([3, 4]).toContain(value!);
+    test("a crash at any step of a slot's first write, or of a write and its fold after a clean start, leaves files that load: never a false alarm", async () => {
+      for (const start of ["fresh", "written"] as const) {
+        let completed = false;
+        for (let ops = 0; !completed; ops++) {
+          const fs = start === "fresh" ? new MemoryFs() : await written(subject);
+          const store = await subject.open(fs, true);
+          fs.haltAfterOps(ops);
+          completed = await store.write(4).then(
+            () => true,
+            () => false,
+          );
+          fs.crash();
+          const reopened = await subject.open(fs);
+          const value = await reopened.read();
+          if (completed) expect(value).toBe(4);
+          else expect(start === "fresh" ? [undefined, 4] : [3, 4]).toContain(value);
+          // And the slot goes on from there.
+          await reopened.write(5);
+          fs.crash();
+          expect(await (await subject.open(fs)).read()).toBe(5);
+        }
       }
     });
 
