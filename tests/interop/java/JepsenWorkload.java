@@ -38,7 +38,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * docs/checker.md for why), through keysPerPartition keys each, and reads every partition (assign, no rebalances).
  * Each value is "<process>-<n>", unique across the run. A transaction is 1-4 micro-ops, each a send (waited for:
  * its offset is recorded) or a poll; then the consumer's positions go into the transaction
- * (sendOffsetsToTransaction) and it commits. Any exception: abortTransaction; the op is "fail" when that abort
+ * (sendOffsetsToTransaction; the completion line lists them as "offsets") and it commits. Any exception: abortTransaction; the op is "fail" when that abort
  * returned, "info" (may or may not have committed) when it threw, and then the producer is closed and a new one
  * initialised (which settles the open transaction). After a fail or info the consumer seeks back to where the
  * transaction started, and says so with a "seek" line. Stops after a line "STOP" on stdin (or its end).
@@ -227,6 +227,9 @@ public class JepsenWorkload {
     consumer.assign(all);
     emit("{\"type\":\"start\",\"process\":" + process + ",\"lineage\":" + lineage + ",\"time\":" + now() + "}");
 
+    // The producer first: its initTransactions settles the transaction a killed predecessor left open, whose
+    // offsets would keep the group's committed offsets unstable (and the positions below unknown) until then.
+    while (producer == null && !stop) initProducer();
     // The positions to start from: the offsets the lineage's committed transactions carried (or 0).
     Map<TopicPartition, Long> positions = null;
     while (positions == null && !stop) {
@@ -312,6 +315,7 @@ public class JepsenWorkload {
     String head = "\"process\":" + process + ",\"txn\":" + id;
     emit("{\"type\":\"invoke\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, false) + "}");
     String step = "begin";
+    String carried = ""; // the offsets the transaction carries, once sendOffsetsToTransaction was reached
     try {
       producer.beginTransaction();
       for (Micro m : ops) {
@@ -334,11 +338,18 @@ public class JepsenWorkload {
       }
       step = "offsets";
       Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
-      for (TopicPartition tp : all) offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+      StringBuilder ob = new StringBuilder(",\"offsets\":[");
+      for (TopicPartition tp : all) {
+        long position = consumer.position(tp);
+        if (!offsets.isEmpty()) ob.append(',');
+        offsets.put(tp, new OffsetAndMetadata(position));
+        ob.append("{\"topic\":").append(q(tp.topic())).append(",\"partition\":").append(tp.partition()).append(",\"offset\":").append(position).append('}');
+      }
+      carried = ob.append(']').toString();
       producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
       step = "commit";
       producer.commitTransaction();
-      emit("{\"type\":\"ok\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + "}");
+      emit("{\"type\":\"ok\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + carried + "}");
     } catch (Exception e) {
       boolean aborted = false;
       try {
@@ -348,7 +359,7 @@ public class JepsenWorkload {
         // The outcome is unknown: a new producer on the same transactional id settles it.
       }
       String error = step + ": " + e.getClass().getName() + ": " + String.valueOf(e.getMessage());
-      emit("{\"type\":\"" + (aborted ? "fail" : "info") + "\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + ",\"error\":" + q(error) + "}");
+      emit("{\"type\":\"" + (aborted ? "fail" : "info") + "\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + carried + ",\"error\":" + q(error) + "}");
       if (!aborted) {
         producer.close(Duration.ZERO);
         producer = null;

@@ -16,6 +16,9 @@
  * - nonmonotonic-poll: a process's poll of a partition returned an offset at or below one it had consumed
  *   since its last seek (or below the seek's position);
  * - nonmonotonic-send: a process's acknowledged sends to one partition went backwards (or repeated an offset);
+ * - committed-offsets: a process's consumer started at other positions than the offsets its lineage's last
+ *   committed transaction carried (0 before any), or than those of a later transaction of unknown outcome
+ *   (the offsets commit with the transaction, so a new process resumes exactly there);
  * - G0: a cycle of write-write dependencies between committed transactions, and G1c: a cycle of write-write
  *   and write-read dependencies with at least one write-read edge. T1 -ww-> T2 when a record of T2 follows a
  *   record of T1 at the next committed offset of a partition; T1 -wr-> T2 when T2 read a value T1 wrote.
@@ -34,6 +37,7 @@ export const ANOMALY_KINDS = [
   "poll-skip",
   "nonmonotonic-poll",
   "nonmonotonic-send",
+  "committed-offsets",
   "G0",
   "G1c",
 ] as const;
@@ -276,6 +280,48 @@ export function checkHistory(history: readonly HistoryEvent[]): CheckResult {
         report("nonmonotonic-send", `process ${e.process} was acknowledged ${tpKey(op)}@${op.offset} (${id}) after ${tpKey(op)}@${previous.offset} (${previous.txn})`, [previous.txn, id]);
       }
       lastSend.set(key, { offset: op.offset, txn: id });
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Per lineage (transactional id and consumer group): where each new process's consumer starts
+
+  type Offsets = Map<string, number> | "unknown";
+  const toOffsets = (list: TxnEvent["offsets"]): Offsets => (list ? new Map(list.map((o) => [tpKey(o), o.offset])) : "unknown");
+  interface LineageState {
+    /** Carried by the latest committed transaction (undefined: none yet, so 0 everywhere). */
+    committed?: Offsets;
+    /** Carried by later transactions of unknown outcome. */
+    maybe: Offsets[];
+  }
+  const lineageOf = new Map<number, number>();
+  const lineages = new Map<number, LineageState>();
+  const started = new Set<number>();
+  for (const e of history) {
+    if (e.type === "start" && e.lineage !== undefined) {
+      lineageOf.set(e.process, e.lineage);
+      if (!lineages.has(e.lineage)) lineages.set(e.lineage, { maybe: [] });
+      continue;
+    }
+    const lineage = "process" in e && e.process !== undefined ? lineageOf.get(e.process) : undefined;
+    if (lineage === undefined) continue;
+    const state = lineages.get(lineage)!;
+    if (e.type === "ok" || e.type === "fail" || e.type === "info") {
+      const txn = txns.get(txnId(e))!;
+      if (txn.outcome === "committed") {
+        state.committed = toOffsets(e.offsets);
+        state.maybe = [];
+      } else if (txn.outcome === "unknown") state.maybe.push(toOffsets(e.offsets));
+    } else if (e.type === "seek" && !started.has(e.process)) {
+      started.add(e.process);
+      const candidates: Offsets[] = [state.committed ?? new Map(), ...state.maybe];
+      if (candidates.includes("unknown")) continue; // a killed process's last transaction committed: offsets unknown
+      const matches = (c: Map<string, number>) => e.positions.every((p) => p.offset === (c.get(tpKey(p)) ?? 0));
+      if (!candidates.some((c) => c !== "unknown" && matches(c))) {
+        const expected = candidates.map((c) => (c === "unknown" ? "?" : e.positions.map((p) => `${tpKey(p)}@${c.get(tpKey(p)) ?? 0}`).join(" ")));
+        const got = e.positions.map((p) => `${tpKey(p)}@${p.offset}`).join(" ");
+        report("committed-offsets", `process ${e.process} (lineage ${lineage}) started at ${got}, its lineage's committed offsets being ${expected.join(" or ")}`);
+      }
     }
   }
 

@@ -42,6 +42,8 @@ export interface TxnEvent {
   txn: number;
   time: number;
   ops: MicroOp[];
+  /** The consumer offsets the transaction carried (sendOffsetsToTransaction), once it got that far. */
+  offsets?: (TopicPartition & { offset: number })[];
   error?: string;
 }
 

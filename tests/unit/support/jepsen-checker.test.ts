@@ -21,6 +21,19 @@ class History {
   events: HistoryEvent[] = [];
   private time = 0;
 
+  start(process: number, lineage: number): this {
+    this.events.push({ type: "start", process, lineage, time: this.time++ });
+    return this;
+  }
+
+  /** The last transaction's completion carried these consumer offsets. */
+  carried(...offsets: [string, number, number][]): this {
+    const last = this.events[this.events.length - 1]!;
+    if (last.type !== "ok" && last.type !== "fail" && last.type !== "info") throw new Error("carried() follows a completion");
+    last.offsets = offsets.map(([topic, partition, offset]) => ({ topic, partition, offset }));
+    return this;
+  }
+
   seek(process: number, ...positions: [string, number, number][]): this {
     this.events.push({ type: "seek", process, time: this.time++, positions: positions.map(([topic, partition, offset]) => ({ topic, partition, offset })) });
     return this;
@@ -173,6 +186,46 @@ describe("jepsen checker", () => {
     const events = clean({ p1t1: [send("a", 0, "1-2", 4)] });
     expect(kinds(events)).toEqual(["nonmonotonic-send"]);
     expect(checkHistory(events).anomalies[0]!.txns).toEqual(["1:1", "1:2"]);
+  });
+
+  describe("committed offsets: a new process of a lineage starts where its last committed transaction left the group", () => {
+    /** Lineage 0: process 1 commits offsets a/0@1, fails with a/0@3, then maybe commits a/0@2; process 3 takes over. */
+    const lineage = (startAt: number, unknownLast = true, committedAfter = false) => {
+      const h = new History()
+        .start(1, 0)
+        .seek(1, ["a", 0, 0])
+        .txn(1, 0, "ok", [send("a", 0, "1-0", 0)])
+        .txn(1, 1, "ok", [poll(["a", 0, 0, "1-0"])])
+        .carried(["a", 0, 1])
+        .txn(1, 2, "fail", [poll()])
+        .carried(["a", 0, 3])
+        .seek(1, ["a", 0, 1]);
+      if (unknownLast) h.txn(1, 3, "info", [poll()]).carried(["a", 0, 2]);
+      if (committedAfter) h.txn(1, 4, "ok", [poll()]).carried(["a", 0, 5]);
+      h.start(3, 0).seek(3, ["a", 0, startAt]);
+      h.final("a", 0, [0, "1-0"]);
+      return h.events;
+    };
+
+    test("at the last committed offsets, or at those of a later transaction of unknown outcome", () => {
+      expect(kinds(lineage(1))).toEqual([]);
+      expect(kinds(lineage(2))).toEqual([]);
+      expect(kinds(lineage(1, false))).toEqual([]);
+    });
+
+    test("at the offsets of an aborted transaction, or back at the beginning", () => {
+      expect(kinds(lineage(3))).toEqual(["committed-offsets"]);
+      expect(kinds(lineage(0))).toEqual(["committed-offsets"]);
+      expect(kinds(lineage(2, false))).toEqual(["committed-offsets"]);
+      // A transaction of unknown outcome is no candidate once a later one committed.
+      expect(kinds(lineage(5, true, true))).toEqual([]);
+      expect(kinds(lineage(2, true, true))).toEqual(["committed-offsets"]);
+    });
+
+    test("the first process of a lineage starts at 0", () => {
+      const events = new History().start(1, 0).seek(1, ["a", 0, 1]).final("a", 0).events;
+      expect(kinds(events)).toEqual(["committed-offsets"]);
+    });
   });
 
   test("G0: two committed transactions whose writes interleave in opposite orders on two partitions", () => {
