@@ -378,3 +378,21 @@ describe("transaction state: files of the previous version", () => {
     }
   });
 });
+
+describe("transaction state in cluster mode (slots loaded explicitly, moving between brokers)", () => {
+  test("no clean-shutdown record is written, and one left by a single-broker run is removed at open", async () => {
+    const fs = await written(TXN);
+    const record = cleanShutdownPath(TXN.dir);
+    const store = await TxnStateStore.open(fs, DATA, { slotOf, explicitLoad: true });
+    // Another broker may change a slot after this one released it: no record of this broker's vouches for it.
+    expect(await fs.stat(record)).toBeUndefined();
+    await store.loadSlot(slotOf("tx"));
+    await store.update("tx", () => txnEntry(9));
+    await store.close();
+    expect(await fs.stat(record)).toBeUndefined();
+    // The header and sequence checks still apply when a slot is taken over.
+    await overwrite(fs, TXN.journal, "");
+    const again = await TxnStateStore.open(fs, DATA, { slotOf, explicitLoad: true });
+    await expect(again.loadSlot(slotOf("tx"))).rejects.toThrow(/is empty, but .* is always followed by a journal with a header/);
+  });
+});
