@@ -58,6 +58,7 @@ import {
   type ProducersQuery,
   type ProducerView,
   type Readiness,
+  type ScrubberView,
   type StagedOffsetView,
   type TopicDetailView,
   type TopicSummaryView,
@@ -160,6 +161,20 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       return { ready: true, degraded: `damaged data in ${damaged.length} partition(s): ${damaged.join(", ")}; first ${first} (${what}): ${where}: ${finding.reason}` };
     }
     return { ready: true };
+  }
+
+  scrubber(): ScrubberView {
+    const { services } = this.opts.broker;
+    const stats = services.scrubber.statistics;
+    return {
+      bytesPerSecond: services.config.logScrubberBytesPerSecond,
+      passesCompleted: stats.passesCompleted,
+      lastFullPassEndMs: stats.lastFullPassEndMs < 0 ? null : stats.lastFullPassEndMs,
+      lastFullPassAgeMs: stats.lastFullPassEndMs < 0 ? null : Math.max(0, this.opts.nowMs() - stats.lastFullPassEndMs),
+      lastFullPassDurationMs: stats.lastFullPassDurationMs,
+      batchesVerified: stats.batchesVerified,
+      damagedPartitions: services.partitions.damage.damagedPartitions().length,
+    };
   }
 
   cluster(): ClusterView {

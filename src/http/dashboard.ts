@@ -12,7 +12,7 @@
  * timeout, a partition whose LSO stays stuck with nothing accounting for it; broker-ports.ts decides).
  */
 import { formatBytes, formatDuration, formatMs } from "./format.ts";
-import type { ClusterView, HttpQueryPorts, PartitionView, Readiness, TopicDetailView, TransactionView } from "./ports.ts";
+import type { ClusterView, HttpQueryPorts, PartitionView, Readiness, ScrubberView, TopicDetailView, TransactionView } from "./ports.ts";
 
 export const DASHBOARD_TOPICS = 100;
 export const DASHBOARD_PARTITIONS_PER_TOPIC = 50;
@@ -26,7 +26,18 @@ export function escapeHtml(value: unknown): string {
 
 const dash = (value: number | null) => (value === null ? "–" : escapeHtml(value));
 
-function clusterSection(cluster: ClusterView, readiness: Readiness): string {
+/** The scrubber's line of the health area: off, or its passes and whether any data is damaged. */
+function scrubberRow(scrubber: ScrubberView | undefined): string {
+  if (scrubber === undefined) return "";
+  let text: string;
+  if (scrubber.bytesPerSecond <= 0) text = "off (log.scrubber.bytes.per.second = 0)";
+  else if (scrubber.lastFullPassAgeMs === null) text = `first pass running at ${formatBytes(scrubber.bytesPerSecond)}/s`;
+  else text = `${scrubber.passesCompleted} full pass(es), the last ended ${formatDuration(scrubber.lastFullPassAgeMs)} ago and took ${formatDuration(scrubber.lastFullPassDurationMs)}; ${scrubber.batchesVerified} batches verified`;
+  const damaged = scrubber.damagedPartitions === 0 ? "no damaged data" : `<span class="lagging">damaged data in ${scrubber.damagedPartitions} partition(s)</span>`;
+  return `<tr><th>Segment scrubber</th><td data-field="scrubber">${escapeHtml(text)}; ${damaged}</td></tr>\n`;
+}
+
+function clusterSection(cluster: ClusterView, readiness: Readiness, scrubber?: ScrubberView): string {
   const features = Object.entries(cluster.features)
     .map(([name, on]) => `<span class="feature ${on ? "on" : "off"}">${escapeHtml(name)}: ${on ? "yes" : "not yet"}</span>`)
     .join(" ");
@@ -40,7 +51,7 @@ function clusterSection(cluster: ClusterView, readiness: Readiness): string {
 <tr><th>Mode</th><td>${escapeHtml(cluster.mode)}</td></tr>
 <tr><th>Brokers</th><td>${brokers}</td></tr>
 ${cluster.lease === null ? "" : `<tr><th>etcd lease</th><td data-field="lease">${escapeHtml(cluster.lease.state)}, ${cluster.lease.lapses} lapse(s)</td></tr>\n`}<tr><th>Ready</th><td data-field="ready">${readiness.ready ? (readiness.degraded === undefined ? "yes" : `<span class="lagging">degraded: ${escapeHtml(readiness.degraded)}</span>`) : `no: ${escapeHtml(readiness.reason)}`}</td></tr>
-<tr><th>Uptime</th><td>${escapeHtml(formatDuration(cluster.uptimeMs))}</td></tr>
+${scrubberRow(scrubber)}<tr><th>Uptime</th><td>${escapeHtml(formatDuration(cluster.uptimeMs))}</td></tr>
 <tr><th>Connections</th><td data-field="connections">${escapeHtml(cluster.connections)}</td></tr>
 <tr><th>Topics / partitions</th><td data-field="counts">${escapeHtml(cluster.topicCount)} / ${escapeHtml(cluster.partitionCount)}</td></tr>
 <tr><th>Features</th><td>${features}</td></tr>
@@ -186,7 +197,7 @@ export async function renderDashboard(ports: HttpQueryPorts, opts: { refreshSeco
 <body>
 <h1>bunka ${escapeHtml(cluster.version)}</h1>
 <p class="muted">Broker ${escapeHtml(cluster.brokerId)} of cluster ${escapeHtml(cluster.clusterId)}. This page reloads every ${escapeHtml(opts.refreshSeconds)} s. JSON: <a href="/v1/cluster">/v1/cluster</a>, <a href="/v1/topics">/v1/topics</a>, <a href="/v1/transactions">/v1/transactions</a>, <a href="/v1/markers">/v1/markers</a>, <a href="/metrics">/metrics</a>, <a href="/ready">/ready</a>.</p>
-${clusterSection(cluster, readiness)}
+${clusterSection(cluster, readiness, ports.scrubber?.())}
 ${topicsSection(details, topics.length)}
 ${await transactionsSection(ports)}
 </body>

@@ -63,6 +63,21 @@ export interface LeaseView {
   lastError: string | null;
 }
 
+/** The background scrubber that verifies every stored batch (docs/operations.md, "Damaged data"). */
+export interface ScrubberView {
+  /** log.scrubber.bytes.per.second; 0: off. */
+  bytesPerSecond: number;
+  passesCompleted: number;
+  /** When the last full pass ended; null before the first. */
+  lastFullPassEndMs: number | null;
+  /** How long ago that was, at the moment of the answer; null before the first. */
+  lastFullPassAgeMs: number | null;
+  lastFullPassDurationMs: number;
+  batchesVerified: number;
+  /** Partitions with damaged data known (found at start, by a read or by the scrubber). */
+  damagedPartitions: number;
+}
+
 export interface ClusterView {
   clusterId: string;
   /** The broker answering. */
@@ -347,6 +362,8 @@ export interface TransactionAdminPort {
 export interface HttpQueryPorts {
   readiness(): Promise<Readiness>;
   cluster(): ClusterView;
+  /** Absent in a build (or a test double) without a scrubber: the dashboard leaves its line out. */
+  scrubber?(): ScrubberView;
   topics(): Promise<TopicSummaryView[]>;
   topic(name: string): Promise<TopicDetailView | undefined>;
   producers(topic: string, partition: number, query: ProducersQuery): Promise<ProducersLookup>;

@@ -220,5 +220,9 @@ describe("(b) an empty first segment of a partition with records in several segm
     expect(body.message).toContain(`${EMPTIED}-0`);
     const metrics = await (await httpApp().request("/metrics")).text();
     expect(metrics).toContain("bunka_partitions_refused 1\n");
+    // The dashboard's health area says so too.
+    const dashboard = await (await httpApp().request("/")).text();
+    expect(dashboard).toMatch(/data-field="ready"><span class="lagging">degraded: damaged data in 2 partition\(s\)/);
+    expect(dashboard).toMatch(/data-field="scrubber">\d+ full pass\(es\).*damaged data in 2 partition\(s\)/);
   }, TIMEOUT);
 });

@@ -27,14 +27,27 @@
  *   was created (`completeRoll`). So only the last segment can have a torn tail; any bad batch anywhere
  *   else is corruption, and open fails with a CorruptStateError naming the file and position.
  * - Segments wholly below the checkpointed recovery point are trusted without a scan (their index files
- *   are checked when first used and rebuilt if missing or unsound). Any other segment is scanned batch
- *   by batch (CRC-32C, framing, contiguous offsets) and its indexes rebuilt. The last segment is also
- *   trusted after a clean shutdown when its size is exactly what the clean close recorded.
+ *   are checked when first used and rebuilt if missing or unsound), after a cheap look
+ *   (`trustedSegmentProblem`: not empty while offsets belong to it, not shorter than its offset index
+ *   says, sound batches from its last index entry to exactly its end and its successor's base offset);
+ *   a segment that fails the look is scanned. Any other segment is scanned batch by batch (CRC-32C,
+ *   framing, contiguous offsets) and its indexes rebuilt. The last segment is also trusted after a clean
+ *   shutdown when its size is exactly what the clean close recorded.
  * - In the last segment, the first bad batch is a torn tail, and the file is truncated there, unless
  *   (a) it starts below the recovery point, i.e. in data that was known durable, or (b) its own length
  *   leads to a sound batch that continues its offsets. Both mean damage inside the log, and open fails.
  * - The log must reach the recovery point and the log start offset: durable data never goes missing
  *   silently.
+ * - Nothing below the recovery point is ever cut or deleted by recovery: a damaged segment fails the
+ *   open with a CorruptStateError naming it, and its files stay for the operator (the broker refuses
+ *   the partition and serves the others, broker/partitions.ts).
+ *
+ * Reading checks what it returns: every batch's header as the window is walked (length within the
+ * written data, magic, offsets contiguous and inside the segment) and its CRC-32C once the range is in
+ * memory, so that damage that recovery trusted past is never served. A read stops before a damaged batch
+ * (`damage` on the result) and a read that starts at one answers "damaged" (docs/operations.md, "Damaged
+ * data"). `scrubSegments` and `readForScrub` let the background scrubber (segment-scrubber.ts) read the
+ * segments without mistaking a segment deleted or swapped meanwhile for the one it listed.
  *
  * Aborted-transaction index (`.txnindex`, txn-index.ts). Every segment gets an empty one when it is created
  * (in the same directory fsync as its `.log`), so a missing file means a lost one. The log only stores the

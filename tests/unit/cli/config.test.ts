@@ -103,6 +103,15 @@ describe("flags", () => {
     expect(configError(() => parse(["--fsync-mode", "never"]))).toContain("batched|per-file");
   });
 
+  test("log.scrubber.bytes.per.second: 8 MiB/s by default, 0 turns the scrubber off; from the flag, the environment or the file", () => {
+    expect(parse([]).logScrubberBytesPerSecond).toBe(8 * 1024 * 1024);
+    expect(parse(["--log-scrubber-bytes-per-second", "0"]).logScrubberBytesPerSecond).toBe(0);
+    expect(parse([], { BUNKA_LOG_SCRUBBER_BYTES_PER_SECOND: "1048576" }).logScrubberBytesPerSecond).toBe(1048576);
+    expect(parse(["--config", "/c"], {}, files({ "/c": "log.scrubber.bytes.per.second=4096\n" })).logScrubberBytesPerSecond).toBe(4096);
+    expect(parse(["--log-scrubber-bytes-per-second=5"], { BUNKA_LOG_SCRUBBER_BYTES_PER_SECOND: "7" }).logScrubberBytesPerSecond).toBe(5);
+    expect(configError(() => parse(["--log-scrubber-bytes-per-second", "-1"]))).toContain("--log-scrubber-bytes-per-second");
+  });
+
   test("the last of a repeated flag wins", () => {
     expect(parse(["--broker-id", "1", "--broker-id", "2"]).brokerId).toBe(2);
   });
@@ -528,10 +537,10 @@ describe("runCli", () => {
       const c = cli();
       expect(await runCli(argv, c.deps)).toBe(0);
       const help = c.stdout();
-      for (const flag of ["--data-dir", "--listen", "--advertised-listener", "--http", "--broker-id", "--config", "--log-format", "--log-level", "--fsync-mode"]) {
+      for (const flag of ["--data-dir", "--listen", "--advertised-listener", "--http", "--broker-id", "--config", "--log-format", "--log-level", "--fsync-mode", "--log-scrubber-bytes-per-second"]) {
         expect(help).toContain(flag);
       }
-      for (const v of ["BUNKA_DATA_DIR", "BUNKA_LISTEN", "BUNKA_ADVERTISED_LISTENER", "BUNKA_HTTP", "BUNKA_BROKER_ID", "BUNKA_CONFIG", "BUNKA_LOG_FORMAT", "BUNKA_LOG_LEVEL", "BUNKA_FSYNC_MODE"]) {
+      for (const v of ["BUNKA_DATA_DIR", "BUNKA_LISTEN", "BUNKA_ADVERTISED_LISTENER", "BUNKA_HTTP", "BUNKA_BROKER_ID", "BUNKA_CONFIG", "BUNKA_LOG_FORMAT", "BUNKA_LOG_LEVEL", "BUNKA_FSYNC_MODE", "BUNKA_LOG_SCRUBBER_BYTES_PER_SECOND"]) {
         expect(help).toContain(v);
       }
       expect(help).toContain("flags > environment variables > config file > defaults");
