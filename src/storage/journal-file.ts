@@ -166,7 +166,8 @@ function parseJournal(
     }
     start = end + 1;
   }
-  return { header, bytes: start, lastSeq, lastLine };
+  // A copy: a view would keep the whole file's bytes alive for as long as the writer holds its last line.
+  return { header, bytes: start, lastSeq, lastLine: lastLine?.slice() };
 }
 
 /**
