@@ -64,8 +64,9 @@ export class SegmentDamageRegistry {
       reason: finding.reason,
       foundBy: finding.foundBy,
     };
-    if (finding.refused) this.log.error("damaged partition data: the partition is not served", fields);
-    else this.log.warn("damaged partition data: a batch fails its checks and is not served", fields);
+    // "corrupt" in the line: what log watchers (and the crash tests) look for.
+    if (finding.refused) this.log.error("corrupt partition data: the partition is not served", fields);
+    else this.log.warn("corrupt partition data: a batch fails its checks and is not served", fields);
     return true;
   }
 
