@@ -7,7 +7,7 @@
  * - close() stops accepting, lets requests in flight finish for up to `closeTimeoutMs`, then cuts whatever
  *   is left (a browser's idle keep-alive connection must not hold up a broker's shutdown).
  */
-import { listenError } from "../net/listen-errors.ts";
+import { listenError } from "../errors/listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 
 export interface HttpServerOptions {

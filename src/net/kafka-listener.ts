@@ -44,7 +44,7 @@
  */
 import { DecodeError } from "../errors/errors.ts";
 import { LogRateLimit } from "../platform/log-rate-limit.ts";
-import { listenError } from "./listen-errors.ts";
+import { listenError } from "../errors/listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /** Which connection: what a connection error is reported with. */

@@ -4,7 +4,7 @@
  * Bun's own messages ("Failed to listen at 127.0.0.1", "Is port 9644 in use?") name neither the listener
  * nor the port. Errors that are not about the address stay what they are.
  */
-import { ConfigError } from "../errors/errors.ts";
+import { ConfigError } from "./errors.ts";
 
 const REASONS: Record<string, string> = {
   EADDRINUSE: "the address is already in use (another broker or process listens there)",
@@ -23,20 +23,4 @@ export function listenError(what: string, host: string, port: number, error: unk
   const where = `${what} cannot listen on ${formatHostPort(host, port)}`;
   if (reason !== undefined) return new ConfigError(`${where}: ${reason}`);
   return new Error(`${where}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-}
-
-/**
- * Binds host:port and lets it go at once, so that a taken port is reported before a long recovery rather
- * than after it. Port 0 (any free port) cannot be taken and is not checked. A port taken between this
- * check and the real bind is still reported by the real bind, in the same words.
- */
-export function checkCanListen(what: string, host: string, port: number): void {
-  if (port === 0) return;
-  let probe: Bun.TCPSocketListener<undefined>;
-  try {
-    probe = Bun.listen<undefined>({ hostname: host, port, socket: { data() {} } });
-  } catch (error) {
-    throw listenError(what, host, port, error);
-  }
-  probe.stop(true);
 }
