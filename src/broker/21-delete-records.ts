@@ -19,6 +19,8 @@ const HIGH_WATERMARK = -1;
 export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRecordsRequest, DeleteRecordsResponseInit> {
   const { partitions, topics } = services;
   const answer = async (topic: string, partitionIndex: number, offset: number) => {
+    // Refused at open for damaged data (partitions.ts): its log is not open to change.
+    if (partitions.refusal(topic, partitionIndex) !== undefined) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.KAFKA_STORAGE_ERROR };
     const partition = await partitions.get(topic, partitionIndex);
     // Closing: its topic is being deleted; the log would refuse the change.
     if (!partition || partition.closing) return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION };

@@ -55,6 +55,8 @@ export function describeProducersHandler(services: BrokerServices): Handler<Desc
     const record = topics.get(topic);
     if (record === undefined || partitionIndex < 0 || partitionIndex >= record.partitions) return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
     if (ownership.partitionLeader(topic, partitionIndex) !== ownership.selfId) return error(ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    // Refused at open for damaged data (partitions.ts): its producer state was never rebuilt.
+    if (partitions.refusal(topic, partitionIndex) !== undefined) return error(ErrorCode.KAFKA_STORAGE_ERROR);
     const partition = await partitions.get(topic, partitionIndex);
     // Closing: its topic is being deleted.
     if (partition === undefined || partition.closing) return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);

@@ -218,7 +218,7 @@ describe("(a) 0xFF over the middle of a segment below the recovery point", () =>
 });
 
 describe("(b) an empty first segment of a partition with records in several segments", () => {
-  test("the partition is refused, never served as empty: Fetch, Produce and ListOffsets answer KAFKA_STORAGE_ERROR", async () => {
+  test("the partition is refused, never served as empty: Fetch, Produce, ListOffsets, DeleteRecords and DescribeProducers answer KAFKA_STORAGE_ERROR", async () => {
     const atStart = await fetchAt(EMPTIED, 0);
     expect(atStart.errorCode).toBe(ErrorCode.KAFKA_STORAGE_ERROR);
     expect(atStart.records.length).toBe(0);
@@ -232,6 +232,10 @@ describe("(b) an empty first segment of a partition with records in several segm
       topics: [{ name: EMPTIED, partitions: [{ partitionIndex: 0, currentLeaderEpoch: -1, timestamp: -1 }] }],
     });
     expect(listed.topics[0].partitions[0].errorCode).toBe(ErrorCode.KAFKA_STORAGE_ERROR);
+    const deleted = await client.request(21, 2, { topics: [{ name: EMPTIED, partitions: [{ partitionIndex: 0, offset: 10 }] }], timeoutMs: 10_000 });
+    expect(deleted.topics[0].partitions[0].errorCode).toBe(ErrorCode.KAFKA_STORAGE_ERROR);
+    const producers = await client.request(61, 0, { topics: [{ name: EMPTIED, partitionIndexes: [0] }] });
+    expect(producers.topics[0].partitions[0].errorCode).toBe(ErrorCode.KAFKA_STORAGE_ERROR);
     const refusal = broker.broker.services.partitions.refusal(EMPTIED, 0);
     expect(refusal).toMatchObject({ file: emptiedFile.slice(-24), foundBy: "open", refused: true });
     // Nothing was deleted or cut: the operator can copy the partition away as it is.
