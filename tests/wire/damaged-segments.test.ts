@@ -22,7 +22,6 @@ import { simpleBatch } from "../support/batch-builder.ts";
 import { singlePartitionFetch } from "../support/fetch-request.ts";
 import { silentLogger, type Logger } from "../../src/platform/logger.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
-import { waitUntil } from "../support/wait.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 60_000;
