@@ -1159,7 +1159,8 @@ export class PartitionLog {
         const last = base + lastOffsetDeltaAt(buf, at);
         const problem = headerProblem(buf, at, size, limitBytes - end, base, last, expected, cleaned, segmentEnd);
         if (problem !== undefined) {
-          damage = { file: segment.logName, position: end, offset: expected >= 0 ? expected : base, reason: problem };
+          // A damaged header's own base offset is not to be believed: the offset read up to is.
+          damage = { file: segment.logName, position: end, offset: expected >= 0 ? expected : fetchOffset, reason: problem };
           break;
         }
         if (last >= limitOffset) break;
@@ -1175,7 +1176,7 @@ export class PartitionLog {
       for (let p = 0, lastGood = -1; p < bytes.length; ) {
         const checked = checkBatch(bytes, p, bytes.length, cleaned);
         if (typeof checked !== "number") {
-          damage = { file: segment.logName, position: start + p, offset: baseOffsetAt(bytes, p), reason: describeBatchProblem(checked) };
+          damage = { file: segment.logName, position: start + p, offset: p > 0 ? lastGood + 1 : fetchOffset, reason: describeBatchProblem(checked) };
           bytes = bytes.subarray(0, p);
           end = start + p;
           lastIncluded = lastGood;
