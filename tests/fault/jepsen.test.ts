@@ -7,8 +7,8 @@
  * process on the same transactional id takes over). Then every partition is read to its end under
  * read_committed and the checker (tests/support/jepsen/checker.ts) runs over the history: no anomaly of any
  * kind. The run must also have done work, so that it cannot pass vacuously: hundreds of committed
- * transactions, records read by polls and at the end, write-read dependencies between clients, every fault
- * kind injected, a client killed inside a transaction.
+ * transactions, records read by polls and at the end, write-read dependencies between clients, aborted
+ * transactions with records, every fault kind injected, a client killed inside a transaction.
  *
  *   bun test --timeout 300000 tests/fault/jepsen.test.ts
  *   JEPSEN_SEED=1234 ... (default a fixed seed; "random" picks one), FAULT_KEEP_DATA=1 keeps the history
@@ -69,6 +69,9 @@ test.skipIf(!CAN_RUN_BINARY)(
     expect(s.recordsPolled, summary).toBeGreaterThanOrEqual(200);
     expect(s.finalRecords, summary).toBeGreaterThanOrEqual(200);
     expect(s.wrEdges, summary).toBeGreaterThan(0);
+    // Aborted records to not read (the clients abort one transaction in ten on purpose).
+    expect(s.fail, summary).toBeGreaterThanOrEqual(20);
+    expect(s.sendsAborted, summary).toBeGreaterThanOrEqual(20);
     expect(s.wwEdges, summary).toBeGreaterThan(0);
     // Every fault kind happened, the client crash inside a transaction (its unfinished transaction is info).
     expect(run.faults["broker-kill"], summary).toBeGreaterThanOrEqual(1);

@@ -38,7 +38,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * docs/checker.md for why), through keysPerPartition keys each, and reads every partition (assign, no rebalances).
  * Each value is "<process>-<n>", unique across the run. A transaction is 1-4 micro-ops, each a send (waited for:
  * its offset is recorded) or a poll; then the consumer's positions go into the transaction
- * (sendOffsetsToTransaction; the completion line lists them as "offsets") and it commits. Any exception: abortTransaction; the op is "fail" when that abort
+ * (sendOffsetsToTransaction; the completion line lists them as "offsets") and it commits, or, one in ten, aborts
+ * on purpose ("fail", error "planned abort"). Any exception: abortTransaction; the op is "fail" when that abort
  * returned, "info" (may or may not have committed) when it threw, and then the producer is closed and a new one
  * initialised (which settles the open transaction). After a fail or info the consumer seeks back to where the
  * transaction started, and says so with a "seek" line. Stops after a line "STOP" on stdin (or its end).
@@ -302,6 +303,9 @@ public class JepsenWorkload {
     int id = txn++;
     List<Micro> ops = new ArrayList<>();
     int n = 1 + rng.nextInt(4);
+    // One in ten ends in abortTransaction on purpose: aborted records in every run, for the checker's
+    // aborted-read and committed-offsets checks (faults alone abort few).
+    boolean plannedAbort = rng.nextInt(10) == 0;
     for (int i = 0; i < n; i++) {
       Micro m = new Micro();
       if (rng.nextBoolean()) {
@@ -347,6 +351,13 @@ public class JepsenWorkload {
       }
       carried = ob.append(']').toString();
       producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+      if (plannedAbort) {
+        step = "abort";
+        producer.abortTransaction();
+        emit("{\"type\":\"fail\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + carried + ",\"error\":\"planned abort\"}");
+        rewind(start);
+        return;
+      }
       step = "commit";
       producer.commitTransaction();
       emit("{\"type\":\"ok\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + carried + "}");
@@ -364,8 +375,13 @@ public class JepsenWorkload {
         producer.close(Duration.ZERO);
         producer = null;
       }
-      for (TopicPartition tp : all) consumer.seek(tp, start.get(tp));
-      emitSeek(start);
+      rewind(start);
     }
+  }
+
+  /** Back to where the transaction started: what it polled is read again by the next one. */
+  void rewind(Map<TopicPartition, Long> start) {
+    for (TopicPartition tp : all) consumer.seek(tp, start.get(tp));
+    emitSeek(start);
   }
 }

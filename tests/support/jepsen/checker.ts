@@ -62,6 +62,8 @@ export interface CheckStats {
   infoCommitted: number;
   /** Sends acknowledged with an offset. */
   sendsAcked: number;
+  /** Acknowledged sends of transactions that aborted (what aborted-read checks can catch). */
+  sendsAborted: number;
   /** Records returned by polls (in any transaction). */
   recordsPolled: number;
   /** Records of the final read. */
@@ -390,6 +392,7 @@ export function checkHistory(history: readonly HistoryEvent[]): CheckResult {
     info: ends.filter((k) => k === "info").length,
     infoCommitted: [...txns.values()].filter((t) => (t.end?.type ?? "info") === "info" && t.outcome === "committed").length,
     sendsAcked: [...txns.values()].reduce((n, t) => n + (t.end?.ops ?? []).filter((op) => isSend(op) && op.offset !== undefined).length, 0),
+    sendsAborted: [...txns.values()].reduce((n, t) => n + (t.outcome === "aborted" ? (t.end?.ops ?? []).filter((op) => isSend(op) && op.offset !== undefined).length : 0), 0),
     recordsPolled: [...txns.values()].reduce((n, t) => n + pollRecords(t.end?.ops ?? []).length, 0),
     finalRecords: [...finalByTp.values()].reduce((n, r) => n + r.length, 0),
     faults,

@@ -100,7 +100,7 @@ describe("jepsen checker", () => {
     const result = checkHistory(clean());
     expect(result.anomalies).toEqual([]);
     expect(result.valid).toBe(true);
-    expect(result.stats).toMatchObject({ txns: 7, ok: 4, fail: 1, info: 2, infoCommitted: 1, sendsAcked: 6, recordsPolled: 6, finalRecords: 5 });
+    expect(result.stats).toMatchObject({ txns: 7, ok: 4, fail: 1, info: 2, infoCommitted: 1, sendsAcked: 6, sendsAborted: 1, recordsPolled: 6, finalRecords: 5 });
     // ww: 1:0 -> 1:2 -> 1:3 on a/0; wr: 1:0 -> 2:0, 1:0 -> 1:2, 2:0 -> 1:2, 1:2 -> 2:1 (who read whose value).
     expect(result.stats.wwEdges).toBe(2);
     expect(result.stats.wrEdges).toBe(4);
