@@ -158,7 +158,8 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       const finding = damage.findings(first)[0]!;
       const where = finding.position >= 0 ? `${finding.file} at position ${finding.position}` : finding.file;
       const what = finding.refused ? "not served" : "served up to the damage";
-      return { ready: true, degraded: `damaged data in ${damaged.length} partition(s): ${damaged.join(", ")}; first ${first} (${what}): ${where}: ${finding.reason}` };
+      const named = damaged.length <= 10 ? damaged.join(", ") : `${damaged.slice(0, 10).join(", ")} and ${damaged.length - 10} more`;
+      return { ready: true, degraded: `damaged data in ${damaged.length} partition(s): ${named}; first ${first} (${what}): ${where}: ${finding.reason}` };
     }
     return { ready: true };
   }
