@@ -150,6 +150,13 @@ describe("health and readiness", () => {
     expect(await json(res)).toEqual({ status: "ready" });
   });
 
+  test("GET /ready answers 200 degraded with the message when partitions with damaged data are not served", async () => {
+    const app = createHttpApp(fakePorts({ ready: { ready: true, degraded: "damaged data in 1 partition(s): t-0" } }).ports);
+    const res = await app.request("/ready");
+    expect(res.status).toBe(200);
+    expect(await json(res)).toEqual({ status: "degraded", message: "damaged data in 1 partition(s): t-0" });
+  });
+
   test("GET /ready answers 503 with the reason when not ready", async () => {
     const app = createHttpApp(fakePorts({ ready: { ready: false, reason: "the broker is shutting down" } }).ports);
     const res = await app.request("/ready");
