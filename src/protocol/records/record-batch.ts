@@ -243,14 +243,17 @@ export function checkFraming(bytes: Uint8Array, position: number, end = bytes.le
  * than an object on success because recovery calls this once per stored batch.
  *
  * `cleaned`: the batch may come from a segment the log cleaner rewrote, where a batch keeps its offset
- * span (last offset delta) with fewer records, or none at all.
+ * span (last offset delta) with fewer records, or none at all. `verifyCrc` false: everything but the CRC,
+ * for bytes whose CRC was checked already (storage/log/verified-ranges.ts).
  */
-export function checkBatch(bytes: Uint8Array, position: number, end = bytes.length, cleaned = false): number | BatchProblem {
+export function checkBatch(bytes: Uint8Array, position: number, end = bytes.length, cleaned = false, verifyCrc = true): number | BatchProblem {
   const sizeBytes = checkFraming(bytes, position, end);
   if (typeof sizeBytes !== "number") return sizeBytes;
-  const storedCrc = readUint32(bytes, position + CRC_AT);
-  const computedCrc = crc32c(bytes, position + ATTRIBUTES_AT, position + sizeBytes);
-  if (storedCrc !== computedCrc) return { kind: "crc-mismatch", position, storedCrc, computedCrc };
+  if (verifyCrc) {
+    const storedCrc = readUint32(bytes, position + CRC_AT);
+    const computedCrc = crc32c(bytes, position + ATTRIBUTES_AT, position + sizeBytes);
+    if (storedCrc !== computedCrc) return { kind: "crc-mismatch", position, storedCrc, computedCrc };
+  }
   const codec = readInt16(bytes, position + ATTRIBUTES_AT) & COMPRESSION_CODEC_MASK;
   if (codec > COMPRESSION_CODEC_MAX) return { kind: "invalid-compression", position, codec };
   const recordsCount = readInt32(bytes, position + RECORDS_COUNT_AT);

@@ -703,6 +703,8 @@ export class PartitionLog {
         await op.segment.handle!.write(data, op.position);
         const lastOp = this.ioQueue[last] as WriteOp;
         op.segment.writtenBytes = lastOp.position + lastOp.bytes.length;
+        // Every batch appended was checked before (a produced one's CRC by produce validation) or built here.
+        op.segment.verified.add(op.position, op.segment.writtenBytes);
         this.writtenEnd = lastOp.endOffset;
         for (let i = this.ioHead; i <= last; i++) {
           (this.ioQueue[i] as WriteOp).done.resolve();
@@ -954,6 +956,7 @@ export class PartitionLog {
       if (cleaned ? result.endOffset > segment.endOffset : result.endOffset !== segment.endOffset) {
         throw new CorruptStateError(segment.logPath, `holds offsets up to ${result.endOffset - 1} but the next segment starts at ${segment.endOffset}`);
       }
+      segment.verified.add(0, segment.sizeBytes);
     } finally {
       this.release(segment);
     }
@@ -1040,6 +1043,11 @@ export class PartitionLog {
         active,
       };
     });
+  }
+
+  /** The scrubber found damage in `target`: reads check its CRCs again instead of trusting earlier checks. */
+  forgetChecked(target: ScrubSegment): void {
+    (target.token as Segment).verified.clear();
   }
 
   /**
@@ -1173,8 +1181,11 @@ export class PartitionLog {
         if (total >= maxBytes) break;
       }
       let bytes = total === 0 ? EMPTY : await cursor.slice(start, end);
+      // Bytes this process appended, scanned or read before have had their CRCs checked (verified-ranges.ts):
+      // reading what was just produced costs no CRC pass.
+      const crcChecked = segment.verified.covers(start, end);
       for (let p = 0, lastGood = -1; p < bytes.length; ) {
-        const checked = checkBatch(bytes, p, bytes.length, cleaned);
+        const checked = checkBatch(bytes, p, bytes.length, cleaned, !crcChecked);
         if (typeof checked !== "number") {
           damage = { file: segment.logName, position: start + p, offset: p > 0 ? lastGood + 1 : fetchOffset, reason: describeBatchProblem(checked) };
           bytes = bytes.subarray(0, p);
@@ -1194,6 +1205,7 @@ export class PartitionLog {
         return { kind: "records", bytes: EMPTY, firstOffset: -1, nextOffset: fetchOffset };
       }
       cursor.release(end);
+      if (!crcChecked) segment.verified.add(start, end);
       this.rememberPosition(lastIncluded + 1, segment, end);
       if (damage !== undefined && damage.offset < 0) damage.offset = lastIncluded + 1;
       return { kind: "records", bytes, firstOffset, nextOffset: lastIncluded + 1, ...(damage === undefined ? {} : { damage }) };
@@ -1846,6 +1858,7 @@ export class PartitionLog {
     }
     segment.sizeBytes = segment.writtenBytes = result.validBytes;
     segment.endOffset = result.endOffset;
+    segment.verified.add(0, result.validBytes);
   }
 }
 

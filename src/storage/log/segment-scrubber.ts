@@ -26,6 +26,8 @@ import { describeBatchProblem } from "./segment.ts";
 export interface ScrubbedLog {
   scrubSegments(): ScrubSegment[];
   readForScrub(segment: ScrubSegment, position: number, length: number): Promise<Uint8Array | undefined>;
+  /** The scrubber found damage in the segment: reads must check its CRCs again (verified-ranges.ts). */
+  forgetChecked(segment: ScrubSegment): void;
 }
 
 export interface ScrubbedPartition {
@@ -161,6 +163,8 @@ export class SegmentScrubber {
     let position = 0;
     let expected = segment.cleaned ? -1 : segment.baseOffset;
     const damaged = (reason: string, offset: number) => {
+      // Reads may have checked these bytes before they changed: from now on they check them again.
+      target.log.forgetChecked(segment);
       const fresh = this.opts.damage.record({ partition: target.partition, file: segment.file, position, offset, reason, foundBy: "scrubber" });
       if (fresh) this.stats.damagedBatchesFound++;
     };

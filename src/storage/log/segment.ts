@@ -6,6 +6,7 @@
  * Memory per segment is a handful of numbers. Index entries are held in memory only for the active
  * segment (they are appended there) and, on demand, for a couple of recently read inactive segments.
  */
+import { VerifiedRanges } from "./verified-ranges.ts";
 import { join } from "node:path";
 import type { FileHandle } from "../../platform/fs.ts";
 import {
@@ -40,6 +41,8 @@ export class Segment {
   durableBytes = 0;
   /** A full scan of this segment found it damaged: later reads fail with this instead of scanning again. */
   scanFailure: Error | undefined;
+  /** What this process has checked of the file, whose CRCs reads need not compute again (verified-ranges.ts). */
+  readonly verified = new VerifiedRanges();
   /** One past the last offset assigned to this segment (its next segment's base once inactive). */
   endOffset: number;
 

@@ -264,6 +264,38 @@ describe("the scrubber", () => {
     await log.close();
   });
 
+  test("bytes checked once are not checked again by reads; damage after the check is served until the scrubber finds it, then refused", async () => {
+    for (const how of ["appended by this process", "read once from a trusted segment"] as const) {
+      const fs = new MemoryFs();
+      const clock = new ManualClock();
+      let log: PartitionLog;
+      let stored: Uint8Array[];
+      if (how === "appended by this process") {
+        log = await open(fs, clock);
+        stored = await fill(log, 30);
+      } else {
+        ({ log, stored } = await trustedLog(fs));
+        // The first read checks every CRC (and finds nothing wrong).
+        expect((await readUntilStopped(log)).served).toEqual(stored);
+      }
+      const second = log.segmentBaseOffsets[1]!;
+      await patchFile(fs, segmentPath(second), stored[0]!.length + 40, new Uint8Array([0x5a]));
+      // The changed byte is inside a range already checked: this read does not compute the CRCs again
+      // (the limit docs/operations.md states), so the changed batch goes out.
+      const unchecked = await readUntilStopped(log);
+      expect(unchecked.stop.kind).toBe("records");
+      expect(unchecked.served.length).toBe(stored.length);
+      // The scrubber checks everything again, finds it, and from then on reads check that segment again.
+      const registry = new SegmentDamageRegistry(clock, silentLogger);
+      await scrubberOf([{ partition: PARTITION, log }], registry, clock, new ManualTimers(clock)).runPass();
+      expect(registry.findings(PARTITION)).toHaveLength(1);
+      const checked = await readUntilStopped(log);
+      expect(checked.stop.kind, how).toBe("damaged");
+      expect(checked.served).toEqual(stored.slice(0, second / 2 + 1));
+      await log.close();
+    }
+  });
+
   test("a segment shorter than its successor's base offset says (the end offset check)", async () => {
     const fs = new MemoryFs();
     const clock = new ManualClock();
@@ -308,6 +340,7 @@ describe("the scrubber", () => {
     let reads = 0;
     const racing: ScrubbedLog = {
       scrubSegments: () => log.scrubSegments(),
+      forgetChecked: (segment) => log.forgetChecked(segment),
       async readForScrub(segment, position, length) {
         // After the first chunk of the first segment, retention removes it (DeleteRecords past it).
         if (++reads === 2) {
@@ -355,6 +388,7 @@ describe("the scrubber", () => {
     let reads = 0;
     const racing: ScrubbedLog = {
       scrubSegments: () => partition.log.scrubSegments(),
+      forgetChecked: (segment) => partition.log.forgetChecked(segment),
       async readForScrub(segment, position, length) {
         // Mid-way through the first segment, a cleaning pass swaps a smaller segment in under its name.
         if (++reads === 3) {
