@@ -72,6 +72,8 @@ test.skipIf(!CAN_RUN_BINARY)(
     // Aborted records to not read (the clients abort one transaction in ten on purpose).
     expect(s.fail, summary).toBeGreaterThanOrEqual(20);
     expect(s.sendsAborted, summary).toBeGreaterThanOrEqual(20);
+    // The group's committed offsets compared with the transactions' (read back after planned aborts).
+    expect(s.offsetChecks, summary).toBeGreaterThanOrEqual(20);
     expect(s.wwEdges, summary).toBeGreaterThan(0);
     // Every fault kind happened, the client crash inside a transaction (its unfinished transaction is info).
     expect(run.faults["broker-kill"], summary).toBeGreaterThanOrEqual(1);

@@ -39,7 +39,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Each value is "<process>-<n>", unique across the run. A transaction is 1-4 micro-ops, each a send (waited for:
  * its offset is recorded) or a poll; then the consumer's positions go into the transaction
  * (sendOffsetsToTransaction; the completion line lists them as "offsets") and it commits, or, one in ten, aborts
- * on purpose ("fail", error "planned abort"). Any exception: abortTransaction; the op is "fail" when that abort
+ * on purpose ("fail", error "planned abort"; then the group's committed offsets are read back: a "committed"
+ * line). Any exception: abortTransaction; the op is "fail" when that abort
  * returned, "info" (may or may not have committed) when it threw, and then the producer is closed and a new one
  * initialised (which settles the open transaction). After a fail or info the consumer seeks back to where the
  * transaction started, and says so with a "seek" line. Stops after a line "STOP" on stdin (or its end).
@@ -355,6 +356,7 @@ public class JepsenWorkload {
         step = "abort";
         producer.abortTransaction();
         emit("{\"type\":\"fail\"," + head + ",\"time\":" + now() + ",\"ops\":" + opsJson(ops, true) + carried + ",\"error\":\"planned abort\"}");
+        emitCommitted();
         rewind(start);
         return;
       }
@@ -377,6 +379,29 @@ public class JepsenWorkload {
       }
       rewind(start);
     }
+  }
+
+  /**
+   * The group's committed offsets, read back after a planned abort: still those of the last committed
+   * transaction (the aborted one's are discarded). Left out when the read fails (a fault).
+   */
+  void emitCommitted() {
+    Map<TopicPartition, OffsetAndMetadata> committed;
+    try {
+      committed = consumer.committed(new java.util.HashSet<>(all), Duration.ofSeconds(5));
+    } catch (Exception e) {
+      return;
+    }
+    Map<TopicPartition, Long> offsets = new HashMap<>();
+    for (TopicPartition tp : all) offsets.put(tp, committed.get(tp) == null ? 0L : committed.get(tp).offset());
+    StringBuilder b = new StringBuilder("{\"type\":\"committed\",\"process\":" + process + ",\"time\":" + now() + ",\"positions\":[");
+    boolean first = true;
+    for (TopicPartition tp : all) {
+      if (!first) b.append(',');
+      first = false;
+      b.append("{\"topic\":").append(q(tp.topic())).append(",\"partition\":").append(tp.partition()).append(",\"offset\":").append(offsets.get(tp)).append('}');
+    }
+    emit(b.append("]}").toString());
   }
 
   /** Back to where the transaction started: what it polled is read again by the next one. */

@@ -18,7 +18,8 @@
  * - nonmonotonic-send: a process's acknowledged sends to one partition went backwards (or repeated an offset);
  * - committed-offsets: a process's consumer started at other positions than the offsets its lineage's last
  *   committed transaction carried (0 before any), or than those of a later transaction of unknown outcome
- *   (the offsets commit with the transaction, so a new process resumes exactly there);
+ *   (the offsets commit with the transaction, so a new process resumes exactly there); the same for the
+ *   group's offsets as a process read them back (a "committed" line);
  * - G0: a cycle of write-write dependencies between committed transactions, and G1c: a cycle of write-write
  *   and write-read dependencies with at least one write-read edge. T1 -ww-> T2 when a record of T2 follows a
  *   record of T1 at the next committed offset of a partition; T1 -wr-> T2 when T2 read a value T1 wrote.
@@ -64,6 +65,8 @@ export interface CheckStats {
   sendsAcked: number;
   /** Acknowledged sends of transactions that aborted (what aborted-read checks can catch). */
   sendsAborted: number;
+  /** Starts of processes and read-backs of the group's offsets that were compared with the committed offsets. */
+  offsetChecks: number;
   /** Records returned by polls (in any transaction). */
   recordsPolled: number;
   /** Records of the final read. */
@@ -299,6 +302,7 @@ export function checkHistory(history: readonly HistoryEvent[]): CheckResult {
   const lineageOf = new Map<number, number>();
   const lineages = new Map<number, LineageState>();
   const started = new Set<number>();
+  let offsetChecks = 0;
   for (const e of history) {
     if (e.type === "start" && e.lineage !== undefined) {
       lineageOf.set(e.process, e.lineage);
@@ -314,15 +318,17 @@ export function checkHistory(history: readonly HistoryEvent[]): CheckResult {
         state.committed = toOffsets(e.offsets);
         state.maybe = [];
       } else if (txn.outcome === "unknown") state.maybe.push(toOffsets(e.offsets));
-    } else if (e.type === "seek" && !started.has(e.process)) {
-      started.add(e.process);
+    } else if ((e.type === "seek" && !started.has(e.process)) || e.type === "committed") {
+      if (e.type === "seek") started.add(e.process);
       const candidates: Offsets[] = [state.committed ?? new Map(), ...state.maybe];
       if (candidates.includes("unknown")) continue; // a killed process's last transaction committed: offsets unknown
+      offsetChecks++;
       const matches = (c: Map<string, number>) => e.positions.every((p) => p.offset === (c.get(tpKey(p)) ?? 0));
       if (!candidates.some((c) => c !== "unknown" && matches(c))) {
         const expected = candidates.map((c) => (c === "unknown" ? "?" : e.positions.map((p) => `${tpKey(p)}@${c.get(tpKey(p)) ?? 0}`).join(" ")));
         const got = e.positions.map((p) => `${tpKey(p)}@${p.offset}`).join(" ");
-        report("committed-offsets", `process ${e.process} (lineage ${lineage}) started at ${got}, its lineage's committed offsets being ${expected.join(" or ")}`);
+        const what = e.type === "seek" ? "started at" : "read the group's committed offsets as";
+        report("committed-offsets", `process ${e.process} (lineage ${lineage}) ${what} ${got}, its lineage's committed offsets being ${expected.join(" or ")}`);
       }
     }
   }
@@ -393,6 +399,7 @@ export function checkHistory(history: readonly HistoryEvent[]): CheckResult {
     infoCommitted: [...txns.values()].filter((t) => (t.end?.type ?? "info") === "info" && t.outcome === "committed").length,
     sendsAcked: [...txns.values()].reduce((n, t) => n + (t.end?.ops ?? []).filter((op) => isSend(op) && op.offset !== undefined).length, 0),
     sendsAborted: [...txns.values()].reduce((n, t) => n + (t.outcome === "aborted" ? (t.end?.ops ?? []).filter((op) => isSend(op) && op.offset !== undefined).length : 0), 0),
+    offsetChecks,
     recordsPolled: [...txns.values()].reduce((n, t) => n + pollRecords(t.end?.ops ?? []).length, 0),
     finalRecords: [...finalByTp.values()].reduce((n, r) => n + r.length, 0),
     faults,

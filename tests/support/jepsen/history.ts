@@ -55,6 +55,14 @@ export interface SeekEvent {
   positions: (TopicPartition & { offset: number })[];
 }
 
+/** The consumer group's committed offsets as a process read them back (after a planned abort). */
+export interface CommittedEvent {
+  type: "committed";
+  process: number;
+  time: number;
+  positions: (TopicPartition & { offset: number })[];
+}
+
 /** A client process started (lineage = its transactional id), got a producer, or stopped on request. */
 export interface ProcessEvent {
   type: "start" | "producer" | "stop";
@@ -82,7 +90,7 @@ export interface FinalEnd extends TopicPartition {
   end: number;
 }
 
-export type HistoryEvent = TxnEvent | SeekEvent | ProcessEvent | NemesisEvent | FinalRecord | FinalEnd;
+export type HistoryEvent = TxnEvent | SeekEvent | CommittedEvent | ProcessEvent | NemesisEvent | FinalRecord | FinalEnd;
 
 export const tpKey = (tp: TopicPartition): string => `${tp.topic}/${tp.partition}`;
 

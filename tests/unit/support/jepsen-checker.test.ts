@@ -222,6 +222,19 @@ describe("jepsen checker", () => {
       expect(kinds(lineage(2, true, true))).toEqual(["committed-offsets"]);
     });
 
+    test("the group's offsets read back after an abort are the last committed transaction's", () => {
+      const readBack = (offset: number) => {
+        const h = new History().start(1, 0).seek(1, ["a", 0, 0]).txn(1, 0, "ok", [send("a", 0, "1-0", 0)]);
+        h.txn(1, 1, "ok", [poll(["a", 0, 0, "1-0"])]).carried(["a", 0, 1]);
+        h.txn(1, 2, "fail", [poll()]).carried(["a", 0, 3]);
+        h.events.push({ type: "committed", process: 1, time: 100, positions: [{ topic: "a", partition: 0, offset }] });
+        return h.final("a", 0, [0, "1-0"]).events;
+      };
+      expect(kinds(readBack(1))).toEqual([]);
+      expect(checkHistory(readBack(1)).stats.offsetChecks).toBe(2);
+      expect(kinds(readBack(3))).toEqual(["committed-offsets"]);
+    });
+
     test("the first process of a lineage starts at 0", () => {
       const events = new History().start(1, 0).seek(1, ["a", 0, 1]).final("a", 0).events;
       expect(kinds(events)).toEqual(["committed-offsets"]);
