@@ -59,7 +59,7 @@ import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordina
 import type { ConnectionInfo } from "./handler.ts";
 import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts";
 import { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
-import { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
+import { SegmentScrubber, type VerifiedStore } from "../storage/log/segment-scrubber.ts";
 import { systemTimers, type Timers } from "../platform/timers.ts";
 import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
@@ -133,8 +133,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     : undefined;
   const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config), undefined, undefined, cleanerThreads);
   if (deps.cleaner !== false) cleaner.start();
-  // Verifies every stored batch in the background (docs/operations.md, "Damaged data").
+  // Verifies every stored batch in the background, and the slot stores' files after each pass
+  // (docs/operations.md, "Damaged data"); the stores join once they are open, below.
+  const stateStores: VerifiedStore[] = [];
   const scrubber = new SegmentScrubber({
+    stateStores: () => stateStores,
     partitions: async () =>
       (await partitions.openPartitions().catch(() => [])).map((p) => ({ partition: `${p.topic}-${p.partition}`, log: p.log })),
     damage: partitions.damage,
@@ -183,6 +186,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ...(deps.txnObserver === undefined ? {} : { observer: deps.txnObserver }),
   });
   await txn.start();
+  stateStores.push(
+    { name: "txn_state", verify: () => txnStore.verify(), repair: (path) => txnStore.repair(path) },
+    { name: "offsets", verify: () => groups.store.verify(), repair: (path) => groups.store.repair(path) },
+  );
   partitions.setTransactionVerifier(txn.verifier);
   const markerWatcher = new MarkerQueueWatcher({ queue: markerQueue, ownership, writeMarker: txnPartitions.writeMarker, log });
   const fenceWatcher = new FenceWatcher({ fs, dataDir: config.dataDir, selfId: config.brokerId, apply: txnPartitions.fenceProducer, log });

@@ -161,6 +161,12 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       const named = damaged.length <= 10 ? damaged.join(", ") : `${damaged.slice(0, 10).join(", ")} and ${damaged.length - 10} more`;
       return { ready: true, degraded: `damaged data in ${damaged.length} partition(s): ${named}; first ${first} (${what}): ${where}: ${finding.reason}` };
     }
+    // A state file that no longer holds what this broker wrote: it serves from memory, but would not start.
+    const stateFiles = damage.unrepairedStateFiles();
+    if (stateFiles.length > 0) {
+      const first = stateFiles[0]!;
+      return { ready: true, degraded: `${stateFiles.length} damaged state file(s) not rewritten; first ${first.file}: ${first.reason}; the broker serves from memory, and the next start will refuse the file` };
+    }
     return { ready: true };
   }
 
@@ -175,6 +181,8 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       lastFullPassDurationMs: stats.lastFullPassDurationMs,
       batchesVerified: stats.batchesVerified,
       damagedPartitions: services.partitions.damage.damagedPartitions().length,
+      damagedStateFiles: services.partitions.damage.unrepairedStateFiles().length,
+      repairedStateFiles: services.scrubber.statistics.stateFilesRepaired,
     };
   }
 
@@ -370,6 +378,14 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     out.sample("bunka_log_scrubber_batches_verified_total", undefined, scrub.batchesVerified);
     out.family("bunka_log_scrubber_damaged_batches_total", "counter", "Damaged batches the scrubber found that were not known before.");
     out.sample("bunka_log_scrubber_damaged_batches_total", undefined, scrub.damagedBatchesFound);
+    out.family("bunka_state_files_damaged", "gauge", "State files (transaction and group slot checkpoints and journals) found damaged while the broker ran and not rewritten; /ready says degraded while any.");
+    out.sample("bunka_state_files_damaged", undefined, damage.unrepairedStateFiles().length);
+    out.family("bunka_state_files_damage_found_total", "counter", "Damage the scrubber found in state files (each found once until it is rewritten).");
+    out.sample("bunka_state_files_damage_found_total", undefined, scrub.stateFileDamageFound);
+    out.family("bunka_state_files_repaired_total", "counter", "Damaged state files rewritten from memory (the slot's durable state, a fold to the next generation).");
+    out.sample("bunka_state_files_repaired_total", undefined, scrub.stateFilesRepaired);
+    out.family("bunka_log_scrubber_state_slots_checked_total", "counter", "Slot stores' files the scrubber compared with memory (one per loaded slot per pass).");
+    out.sample("bunka_log_scrubber_state_slots_checked_total", undefined, scrub.stateSlotsChecked);
     out.family("bunka_log_scrubber_passes_total", "counter", "Full passes the scrubber completed over every partition.");
     out.sample("bunka_log_scrubber_passes_total", undefined, scrub.passesCompleted);
     out.family("bunka_log_scrubber_last_full_pass_timestamp_seconds", "gauge", "When the scrubber's last full pass ended, in seconds since the epoch (0 before the first).");

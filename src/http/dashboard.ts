@@ -33,8 +33,13 @@ function scrubberRow(scrubber: ScrubberView | undefined): string {
   if (scrubber.bytesPerSecond <= 0) text = "off (log.scrubber.bytes.per.second = 0)";
   else if (scrubber.lastFullPassAgeMs === null) text = `first pass running at ${formatBytes(scrubber.bytesPerSecond)}/s`;
   else text = `${scrubber.passesCompleted} full pass(es), the last ended ${formatDuration(scrubber.lastFullPassAgeMs)} ago and took ${formatDuration(scrubber.lastFullPassDurationMs)}; ${scrubber.batchesVerified} batches verified`;
-  const damaged = scrubber.damagedPartitions === 0 ? "no damaged data" : `<span class="lagging">damaged data in ${scrubber.damagedPartitions} partition(s)</span>`;
-  return `<tr><th>Segment scrubber</th><td data-field="scrubber">${escapeHtml(text)}; ${damaged}</td></tr>\n`;
+  const problems = [
+    ...(scrubber.damagedPartitions === 0 ? [] : [`damaged data in ${scrubber.damagedPartitions} partition(s)`]),
+    ...(scrubber.damagedStateFiles === 0 ? [] : [`${scrubber.damagedStateFiles} damaged state file(s)`]),
+    ...(scrubber.repairedStateFiles === 0 ? [] : [`${scrubber.repairedStateFiles} damaged state file(s) rewritten from memory`]),
+  ];
+  const damaged = problems.length === 0 ? "no damaged data" : `<span class="lagging">${escapeHtml(problems.join(", "))}</span>`;
+  return `<tr><th>Scrubber</th><td data-field="scrubber">${escapeHtml(text)}; ${damaged}</td></tr>\n`;
 }
 
 function clusterSection(cluster: ClusterView, readiness: Readiness, scrubber?: ScrubberView): string {

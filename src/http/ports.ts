@@ -76,6 +76,10 @@ export interface ScrubberView {
   batchesVerified: number;
   /** Partitions with damaged data known (found at start, by a read or by the scrubber). */
   damagedPartitions: number;
+  /** State files the scrubber found no longer holding what this broker wrote, not rewritten. */
+  damagedStateFiles: number;
+  /** Damaged state files rewritten from memory since start. */
+  repairedStateFiles: number;
 }
 
 export interface ClusterView {

@@ -320,6 +320,30 @@ export class OffsetStore {
     return { checked, skipped, problems };
   }
 
+  /**
+   * Rewrites the slot that `path` (its checkpoint or journal) belongs to from its durable state in memory,
+   * by a fold to the next generation: for damage `verify` found while the broker runs. Waits for the slot's
+   * writer and keeps new changes queued until it is done. False when no slot has that file.
+   */
+  async repair(path: string): Promise<boolean> {
+    const slot = this.slots.find((s) => s.path === path || s.journal.path === path);
+    if (slot === undefined || this.closed) return false;
+    while (slot.writing) await slot.idle;
+    slot.writing = true;
+    slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
+    try {
+      await this.fold(slot);
+    } catch (error) {
+      if (error instanceof FatalError && this.fatal === undefined) this.fatal = error;
+      throw error;
+    } finally {
+      slot.writing = false;
+      slot.markIdle();
+      if (slot.queue.length > 0) this.startWriter(slot);
+    }
+    return true;
+  }
+
   private async verifySlot(slot: SlotWriter, generation: number, mark: JournalMark): Promise<void> {
     const checkpoint = await loadCheckpoint(this.fs, slot.path);
     if (checkpoint === undefined) throw new CorruptStateError(slot.path, `is missing; this broker wrote it at generation ${generation}`);

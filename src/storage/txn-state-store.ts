@@ -408,6 +408,31 @@ export class TxnStateStore {
     return { checked, skipped, problems };
   }
 
+  /**
+   * Rewrites the slot that `path` (its checkpoint or journal) belongs to from what this process holds as
+   * durable, by a fold to the next generation: for damage `verify` found while the broker runs, when memory
+   * still holds every acknowledged write and the files no longer do. Waits for the slot's writer and keeps
+   * new writes waiting until it is done. False when no loaded slot has that file.
+   */
+  async repair(path: string): Promise<boolean> {
+    const slot = this.slots.find((s) => s.loaded && (s.checkpointPath === path || s.journal.path === path));
+    if (slot === undefined || this.closed) return false;
+    while (slot.writing) await slot.idle;
+    slot.writing = true;
+    slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
+    try {
+      await this.fold(slot);
+    } catch (error) {
+      if (error instanceof FatalError && this.fatal === undefined) this.fatal = error;
+      throw error;
+    } finally {
+      slot.writing = false;
+      slot.markIdle();
+      if (slot.pending.size > 0 || slot.waiters.length > 0) this.startWriter(slot, false);
+    }
+    return true;
+  }
+
   private async verifySlot(slot: Slot, generation: number, mark: JournalMark): Promise<void> {
     const checkpoint = await loadState(this.fs, slot.checkpointPath, TXN_SLOT_FORMAT, { current: TXN_SLOT_VERSION, parse: parseSlotBody });
     if (checkpoint === undefined) throw new CorruptStateError(slot.checkpointPath, `is missing; this broker wrote it at generation ${generation}`);

@@ -33,11 +33,30 @@ export interface SegmentDamage {
 
 export type NewSegmentDamage = Omit<SegmentDamage, "foundAtMs" | "refused"> & { refused?: boolean };
 
+/**
+ * Damage in a state file the broker runs on (a transaction slot's or a group slot's checkpoint or journal)
+ * that a check while it ran found: the file no longer holds what this process wrote. The broker goes on
+ * from memory, which is right; the next start would refuse the file (docs/operations.md, "Damaged data").
+ */
+export interface StateFileDamage {
+  /** Which store: `txn_state` or `offsets`. */
+  store: string;
+  /** The file, as the check named it. */
+  file: string;
+  reason: string;
+  /** Wall-clock time of the first finding. */
+  foundAtMs: number;
+  /** The broker rewrote the file from memory (the store's `repair`); -1 until it did. */
+  repairedAtMs: number;
+}
+
+
 /** Findings kept per partition: past this, the count still grows but no more are listed. */
 const FINDINGS_PER_PARTITION_MAX = 100;
 
 export class SegmentDamageRegistry {
   private readonly byPartition = new Map<string, SegmentDamage[]>();
+  private readonly stateFiles: StateFileDamage[] = [];
   private recorded = 0;
 
   constructor(
@@ -68,6 +87,35 @@ export class SegmentDamageRegistry {
     if (finding.refused) this.log.error("corrupt partition data: the partition is not served", fields);
     else this.log.warn("corrupt partition data: a batch fails its checks and is not served", fields);
     return true;
+  }
+
+  /**
+   * Records damage found in a state file, and logs it at error, unless the same file is already recorded,
+   * not yet repaired, with the same reason. Returns the finding when it was new.
+   */
+  recordStateFile(damage: Omit<StateFileDamage, "foundAtMs" | "repairedAtMs">): StateFileDamage | undefined {
+    if (this.stateFiles.some((d) => d.repairedAtMs < 0 && d.file === damage.file && d.reason === damage.reason)) return undefined;
+    const finding: StateFileDamage = { ...damage, foundAtMs: this.clock.nowMs(), repairedAtMs: -1 };
+    this.stateFiles.push(finding);
+    if (this.stateFiles.length > FINDINGS_PER_PARTITION_MAX) this.stateFiles.shift();
+    this.log.error("corrupt state file: it no longer holds what this broker wrote", { ...damage });
+    return finding;
+  }
+
+  /** The store rewrote the file of `finding` from memory. */
+  stateFileRepaired(finding: StateFileDamage): void {
+    finding.repairedAtMs = this.clock.nowMs();
+    this.log.warn("state file rewritten from memory after damage: check the device", { store: finding.store, file: finding.file });
+  }
+
+  /** State files found damaged while the broker ran, oldest first, repaired ones included. */
+  stateFileFindings(): readonly StateFileDamage[] {
+    return this.stateFiles;
+  }
+
+  /** State files found damaged and not (yet) rewritten: /ready says degraded while any. */
+  unrepairedStateFiles(): readonly StateFileDamage[] {
+    return this.stateFiles.filter((d) => d.repairedAtMs < 0);
   }
 
   /** The findings of one partition, oldest first (empty when none). */

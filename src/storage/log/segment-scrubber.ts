@@ -19,6 +19,8 @@ import type { Logger } from "../../platform/logger.ts";
 import type { Timers } from "../../platform/timers.ts";
 import { BATCH_HEADER_BYTES, baseOffsetAt, batchSizeAt, checkBatch, lastOffsetDeltaAt } from "../../protocol/records/record-batch.ts";
 import type { ScrubSegment } from "./partition-log.ts";
+import { FatalError } from "../../errors/errors.ts";
+import type { StateVerifyReport } from "../journal-file.ts";
 import type { SegmentDamageRegistry } from "./segment-damage.ts";
 import { describeBatchProblem } from "./segment.ts";
 
@@ -36,6 +38,15 @@ export interface ScrubbedPartition {
   log: ScrubbedLog;
 }
 
+/** A store of state files the scrubber checks after each pass (TxnStateStore, OffsetStore). */
+export interface VerifiedStore {
+  /** `txn_state` or `offsets`, for reports. */
+  readonly name: string;
+  verify(): Promise<StateVerifyReport>;
+  /** Rewrites the slot of a damaged file from memory; false when the file is not the store's. */
+  repair(path: string): Promise<boolean>;
+}
+
 export interface ScrubberStats {
   /** Bytes of the batches verified. */
   bytesScrubbed: number;
@@ -45,6 +56,12 @@ export interface ScrubberStats {
   /** Damaged batches found that were not known before (the same damage found again is not counted). */
   damagedBatchesFound: number;
   passesCompleted: number;
+  /** State-file slots checked against memory (one per loaded slot per pass). */
+  stateSlotsChecked: number;
+  /** Damaged state files found that were not known before. */
+  stateFileDamageFound: number;
+  /** Damaged state files the stores rewrote from memory. */
+  stateFilesRepaired: number;
   /** Wall-clock time the last full pass ended; -1 before the first. */
   lastFullPassEndMs: number;
   lastFullPassDurationMs: number;
@@ -54,6 +71,8 @@ export interface SegmentScrubberOptions {
   /** The partitions to scrub, asked at the start of every pass. */
   partitions: () => Promise<ScrubbedPartition[]>;
   damage: SegmentDamageRegistry;
+  /** The state-file stores to check after each pass of the segments, asked each time. */
+  stateStores?: () => readonly VerifiedStore[];
   clock: Clock;
   timers: Timers;
   log: Logger;
@@ -78,6 +97,9 @@ export class SegmentScrubber {
     batchesVerified: 0,
     damagedBatchesFound: 0,
     passesCompleted: 0,
+    stateSlotsChecked: 0,
+    stateFileDamageFound: 0,
+    stateFilesRepaired: 0,
     lastFullPassEndMs: -1,
     lastFullPassDurationMs: 0,
   };
@@ -119,6 +141,8 @@ export class SegmentScrubber {
         try {
           await this.runPass();
         } catch (error) {
+          // A failed fsync (a repair's) is the process's end, as everywhere.
+          if (error instanceof FatalError) throw error;
           // A bug or an unreadable directory must not end scrubbing for good: the next pass tries again.
           this.opts.log.warn("segment scrubber pass failed", { error: error instanceof Error ? error.message : String(error) });
         }
@@ -145,10 +169,36 @@ export class SegmentScrubber {
       }
     }
     if (!this.mayGoOn()) return false;
+    await this.checkStateFiles();
+    if (!this.mayGoOn()) return false;
     this.stats.passesCompleted++;
     this.stats.lastFullPassEndMs = this.opts.clock.nowMs();
     this.stats.lastFullPassDurationMs = this.opts.clock.monotonicMs() - startedMs;
     return true;
+  }
+
+  /**
+   * Each store re-reads its loaded slots' files and compares them with memory; a damaged slot is
+   * rewritten from memory at once, which holds every acknowledged write (the next start would otherwise
+   * refuse the file). These files are small beside the segments and read once per pass, so they are not
+   * paced by the rate.
+   */
+  private async checkStateFiles(): Promise<void> {
+    for (const store of this.opts.stateStores?.() ?? []) {
+      const report = await store.verify();
+      this.stats.stateSlotsChecked += report.checked;
+      for (const problem of report.problems) {
+        const prefix = `${problem.path}: `;
+        const reason = problem.message.startsWith(prefix) ? problem.message.slice(prefix.length) : problem.message;
+        const finding = this.opts.damage.recordStateFile({ store: store.name, file: problem.path, reason });
+        if (finding === undefined) continue;
+        this.stats.stateFileDamageFound++;
+        if (await store.repair(problem.path)) {
+          this.opts.damage.stateFileRepaired(finding);
+          this.stats.stateFilesRepaired++;
+        }
+      }
+    }
   }
 
   private mayGoOn(): boolean {
