@@ -64,7 +64,8 @@ const figures = [
   `date: ${started.toISOString()}`,
   `wall time: ${(run.wallMs / 1000).toFixed(1)} s`,
   `transactions: ${s.txns} (ok ${s.ok}, fail ${s.fail}, info ${s.info}, of which ${s.infoCommitted} committed)`,
-  `records: ${s.sendsAcked} sends acknowledged, ${s.recordsPolled} polled, ${s.finalRecords} in the final read`,
+  `records: ${s.sendsAcked} sends acknowledged (${s.sendsAborted} of them in aborted transactions), ${s.recordsPolled} polled, ${s.finalRecords} in the final read`,
+  `committed offsets compared: ${s.offsetChecks} (process starts and read-backs after planned aborts)`,
   `dependencies: ${s.wwEdges} ww edges, ${s.wrEdges} wr edges`,
   `faults: ${Object.entries(run.faults)
     .map(([k, n]) => `${k} ${n}`)
