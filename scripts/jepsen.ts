@@ -4,7 +4,10 @@
  *
  *   bun scripts/jepsen.ts [--duration-s 300] [--clients 3] [--topics 2] [--partitions 3] [--keys 3]
  *                         [--faults broker-kill,broker-pause,client-crash] [--fault-interval-s 5-12]
- *                         [--pause-s 2-8] [--seed N] [--keep]
+ *                         [--pause-s 2-8] [--seed N] [--keep] [--shared-writes]
+ *
+ * --shared-writes: every client writes every partition (see docs/checker.md: G0/G1c cycles are then expected
+ * from Kafka's design, the other anomaly kinds are not).
  *
  * The history is written to <work dir>/history.jsonl; the work dir (data directory, broker log, history) is
  * removed at the end unless --keep is given or an anomaly was found. Exits 1 when the checker found one.
@@ -37,13 +40,14 @@ const faultIntervalMs = range("fault-interval-s", "5-12");
 const pauseMs = range("pause-s", "2-8");
 const seed = Number(flag("seed", String((Math.random() * 2 ** 31) >>> 0)));
 const keep = process.argv.includes("--keep");
+const sharedWrites = process.argv.includes("--shared-writes");
 
 const workDir = mkdtempSync(join(tmpdir(), "bunka-jepsen-"));
 const binary = await privateBinaryCopy(workDir);
 const topics = Array.from({ length: topicCount }, (_, i) => `jepsen-${i}`);
 const started = new Date();
 console.log(
-  `jepsen: ${durationS} s, ${clients} clients, ${topicCount} topics x ${partitions} partitions, ${keysPerPartition} keys per partition, faults ${faults.join(",") || "none"} every ${faultIntervalMs.min / 1000}-${faultIntervalMs.max / 1000} s (pauses ${pauseMs.min / 1000}-${pauseMs.max / 1000} s), seed ${seed}`,
+  `jepsen: ${durationS} s, ${clients} clients, ${topicCount} topics x ${partitions} partitions, ${keysPerPartition} keys per partition, faults ${faults.join(",") || "none"} every ${faultIntervalMs.min / 1000}-${faultIntervalMs.max / 1000} s (pauses ${pauseMs.min / 1000}-${pauseMs.max / 1000} s), seed ${seed}${sharedWrites ? ", shared writes" : ""}`,
 );
 const run = await runJepsen({
   binary,
@@ -57,6 +61,7 @@ const run = await runJepsen({
   faults,
   faultIntervalMs,
   pauseMs,
+  sharedWrites,
   log: (line) => console.log(`  ${line}`),
 });
 const s = run.result.stats;

@@ -28,14 +28,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * on stdout (the format is tests/support/jepsen/history.ts).
  *
  *   java JepsenWorkload create <bootstrap> <topic>:<partitions> ...      creates the topics, prints CREATED
- *   java JepsenWorkload run <bootstrap> <process> <lineage> <lineages> <seed> <topics> <partitions> <keysPerPartition>
+ *   java JepsenWorkload run <bootstrap> <process> <lineage> <lineages> <seed> <topics> <partitions> <keysPerPartition> [shared]
  *   java JepsenWorkload fence <bootstrap> <lineage>                        initTransactions once, then exits
  *   java JepsenWorkload final <bootstrap> <topics> <partitions> <timeoutMs> reads every partition from 0 to its end
  *
  * run: the lineage is the transactional.id ("jepsen-<lineage>") and the consumer group ("jepsen-<lineage>"); a new
  * process of a lineage fences the previous one and resumes from the offsets its committed transactions carried.
  * Lineage L writes the partitions p with p % lineages == L of every topic (one writer per partition: see
- * docs/checker.md for why), through keysPerPartition keys each, and reads every partition (assign, no rebalances).
+ * docs/checker.md for why; with "shared", every lineage writes every partition), through keysPerPartition keys each, and reads every partition (assign, no rebalances).
  * Each value is "<process>-<n>", unique across the run. A transaction is 1-4 micro-ops, each a send (waited for:
  * its offset is recorded) or a poll; then the consumer's positions go into the transaction
  * (sendOffsetsToTransaction; the completion line lists them as "offsets") and it commits, or, one in ten, aborts
@@ -190,10 +190,11 @@ public class JepsenWorkload {
     String[] topics = args[6].split(",");
     int partitions = Integer.parseInt(args[7]);
     int keysPerPartition = Integer.parseInt(args[8]);
+    boolean shared = args.length > 9 && args[9].equals("shared");
     for (String t : topics) {
       for (int p = 0; p < partitions; p++) {
         all.add(new TopicPartition(t, p));
-        if (p % lineages != lineage) continue;
+        if (!shared && p % lineages != lineage) continue;
         for (int k = 0; k < keysPerPartition; k++) keys.add(new String[] {t, String.valueOf(p), "k-" + t + "-" + p + "-" + k});
       }
     }

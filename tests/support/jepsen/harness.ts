@@ -33,8 +33,14 @@ export interface JepsenOptions {
   /** Where the data directory, the broker's log and history.jsonl go. */
   workDir: string;
   durationMs: number;
-  /** Client processes running at once (one per transactional id); at most `partitions`. */
+  /** Client processes running at once (one per transactional id); at most `partitions` unless sharedWrites. */
   clients: number;
+  /**
+   * Every client writes every partition. Kafka's log then interleaves concurrent transactions, and the
+   * offset order makes G0/G1c cycles that Kafka allows (docs/checker.md): for looking at them, not for a
+   * run that must be clean.
+   */
+  sharedWrites?: boolean;
   topics: string[];
   partitions: number;
   keysPerPartition: number;
@@ -129,7 +135,7 @@ export function mergeByTime(sequences: HistoryEvent[][]): HistoryEvent[] {
 }
 
 export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
-  if (opts.clients > opts.partitions) throw new Error("clients must be at most partitions (one writer per partition)");
+  if (opts.clients > opts.partitions && !opts.sharedWrites) throw new Error("clients must be at most partitions (one writer per partition)");
   const log = opts.log ?? (() => {});
   const startedMs = Date.now();
   const libs = await compileJepsenWorkload();
@@ -160,7 +166,7 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
     let nextProcess = 1;
     const spawn = (lineage: number): Client => {
       const processId = nextProcess++;
-      const args = ["run", bootstrap, String(processId), String(lineage), String(opts.clients), String(opts.seed), opts.topics.join(","), String(opts.partitions), String(opts.keysPerPartition)];
+      const args = ["run", bootstrap, String(processId), String(lineage), String(opts.clients), String(opts.seed), opts.topics.join(","), String(opts.partitions), String(opts.keysPerPartition), ...(opts.sharedWrites ? ["shared"] : [])];
       const client: Client = { process: processId, lineage, child: new WorkloadChild(libs, args) };
       clients.push(client);
       return client;
