@@ -40,6 +40,8 @@ import * as deleteRecordsRequest from "./delete-records-request.ts";
 import * as deleteRecordsResponse from "./delete-records-response.ts";
 import * as initProducerIdRequest from "./init-producer-id-request.ts";
 import * as initProducerIdResponse from "./init-producer-id-response.ts";
+import * as offsetForLeaderEpochRequest from "./offset-for-leader-epoch-request.ts";
+import * as offsetForLeaderEpochResponse from "./offset-for-leader-epoch-response.ts";
 import * as addPartitionsToTxnRequest from "./add-partitions-to-txn-request.ts";
 import * as addPartitionsToTxnResponse from "./add-partitions-to-txn-response.ts";
 import * as addOffsetsToTxnRequest from "./add-offsets-to-txn-request.ts";
@@ -352,6 +354,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: initProducerIdResponse.encodeInitProducerIdResponse,
     defaultRequest: initProducerIdRequest.defaultInitProducerIdRequest,
     defaultResponse: initProducerIdResponse.defaultInitProducerIdResponse,
+  },
+  {
+    apiKey: 23,
+    name: "OffsetForLeaderEpoch",
+    minVersion: offsetForLeaderEpochRequest.OffsetForLeaderEpochRequestSchema.minVersion,
+    maxVersion: offsetForLeaderEpochRequest.OffsetForLeaderEpochRequestSchema.maxVersion,
+    flexibleMinVersion: offsetForLeaderEpochRequest.OffsetForLeaderEpochRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: offsetForLeaderEpochRequest.OffsetForLeaderEpochRequestSchema.latestVersionUnstable,
+    decodeRequest: offsetForLeaderEpochRequest.decodeOffsetForLeaderEpochRequest,
+    encodeRequest: offsetForLeaderEpochRequest.encodeOffsetForLeaderEpochRequest,
+    decodeResponse: offsetForLeaderEpochResponse.decodeOffsetForLeaderEpochResponse,
+    encodeResponse: offsetForLeaderEpochResponse.encodeOffsetForLeaderEpochResponse,
+    defaultRequest: offsetForLeaderEpochRequest.defaultOffsetForLeaderEpochRequest,
+    defaultResponse: offsetForLeaderEpochResponse.defaultOffsetForLeaderEpochResponse,
   },
   {
     apiKey: 24,
