@@ -94,17 +94,23 @@ export class LeaderEpochHistory {
   }
 
   /**
-   * Apache's endOffsetFor: the largest epoch <= `requested` and where it ends (the next epoch's start
-   * offset, or `logEndOffset` when it is the latest); UNDEFINED when `requested` is below the first epoch.
+   * Apache's endOffsetFor, as a consumer validating its position (KIP-320) or a follower truncating
+   * (KIP-101) reads it: for the latest epoch, the log end; for an older one, the largest recorded epoch
+   * <= `requested` and the start of the next one; for one below every recorded epoch (retention removed
+   * the history), `requested` itself and the first recorded start offset, so that the asker truncates to
+   * the log start; UNDEFINED for UNDEFINED_EPOCH and for an epoch above the latest (a leader never has
+   * such an epoch: the asker's view is newer than this history).
    */
   endOffsetFor(requested: number, logEndOffset: number): { epoch: number; endOffset: number } {
+    const undefinedAnswer = { epoch: UNDEFINED_EPOCH, endOffset: UNDEFINED_EPOCH_OFFSET };
+    if (requested === UNDEFINED_EPOCH) return undefinedAnswer;
     const latest = this.entries.at(-1);
     if (latest !== undefined && requested === latest.epoch) return { epoch: requested, endOffset: logEndOffset };
-    let found = -1;
-    for (let i = 0; i < this.entries.length && this.entries[i]!.epoch <= requested; i++) found = i;
-    if (found < 0) return { epoch: UNDEFINED_EPOCH, endOffset: UNDEFINED_EPOCH_OFFSET };
-    const next = this.entries[found + 1];
-    return { epoch: this.entries[found]!.epoch, endOffset: next === undefined ? logEndOffset : next.startOffset };
+    const higher = this.entries.findIndex((e) => e.epoch > requested);
+    if (higher < 0) return undefinedAnswer;
+    const next = this.entries[higher]!;
+    if (higher === 0) return { epoch: requested, endOffset: next.startOffset };
+    return { epoch: this.entries[higher - 1]!.epoch, endOffset: next.startOffset };
   }
 
   /** The epoch that wrote `offset` (ListOffsets' leaderEpoch), UNDEFINED_EPOCH below the first entry. */

@@ -61,9 +61,13 @@ describe("LeaderEpochHistory", () => {
     expect(history.endOffsetFor(1, 30)).toEqual({ epoch: 0, endOffset: 10 });
     expect(history.endOffsetFor(3, 30)).toEqual({ epoch: 2, endOffset: 20 });
     expect(history.endOffsetFor(4, 30)).toEqual({ epoch: 4, endOffset: 30 });
-    expect(history.endOffsetFor(9, 30)).toEqual({ epoch: 4, endOffset: 30 });
+    // Above the latest epoch and UNDEFINED_EPOCH: no answer (Apache's UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+    expect(history.endOffsetFor(9, 30)).toEqual({ epoch: -1, endOffset: -1 });
+    expect(history.endOffsetFor(-1, 30)).toEqual({ epoch: -1, endOffset: -1 });
     await history.truncateFromStart(12); // (2,12) (4,20)
-    expect(history.endOffsetFor(1, 30)).toEqual({ epoch: -1, endOffset: -1 });
+    // Below every recorded epoch: the requested epoch ends where the history starts.
+    expect(history.endOffsetFor(1, 30)).toEqual({ epoch: 1, endOffset: 12 });
+    expect(history.endOffsetFor(3, 30)).toEqual({ epoch: 2, endOffset: 20 });
     expect(history.epochOfOffset(11)).toBe(-1);
     expect(history.epochOfOffset(12)).toBe(2);
     expect(history.epochOfOffset(25)).toBe(4);
