@@ -32,7 +32,7 @@ export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRe
     if (target < 0 || target > partition.highWatermark) {
       return { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };
     }
-    const result = await partition.log.deleteRecordsBefore(Math.max(target, partition.log.logStartOffset));
+    const result = await partition.deleteRecordsBefore(Math.max(target, partition.log.logStartOffset));
     return result.kind === "ok"
       ? { partitionIndex, lowWatermark: result.logStartOffset, errorCode: ErrorCode.NONE }
       : { partitionIndex, lowWatermark: -1, errorCode: ErrorCode.OFFSET_OUT_OF_RANGE };

@@ -306,7 +306,7 @@ export class PartitionManager {
     for (const entry of [...this.open.values()]) {
       const partition = await entry.partition;
       if (partition.log.failed) continue;
-      const retention = await partition.log.enforceRetention(nowMs);
+      const retention = await partition.enforceRetention(nowMs);
       if (retention.deletedSegments > 0) {
         this.log.info("retention deleted segments", {
           partition: `${partition.topic}-${partition.partition}`,

@@ -58,7 +58,8 @@ import {
   type TimestampType,
 } from "../protocol/records/record-batch.ts";
 import { writeFileAtomic } from "./atomic-file.ts";
-import { PartitionLog, type AppendResult, type LogConfig } from "./log/partition-log.ts";
+import { LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochHistory } from "./log/leader-epoch-checkpoint.ts";
+import { PartitionLog, type AppendResult, type DeleteRecordsResult, type LogConfig, type RetentionResult } from "./log/partition-log.ts";
 import {
   AbortedTxnIndex,
   decodeTxnIndex,
@@ -191,6 +192,8 @@ export class Partition {
   private readonly aborted = new AbortedTxnIndex();
   /** The last LSO handed out: it must never go backwards. */
   private lastStable = 0;
+  /** The epoch appends are stamped with: the history's latest, switched by becomeLeader. */
+  private appendEpoch: number;
 
   /** Serializes snapshot writes (see snapshotIfDirty). */
   private snapshotChain: Promise<unknown> = Promise.resolve();
@@ -207,8 +210,10 @@ export class Partition {
     readonly producers: ProducerStateTable,
     private timestampType: TimestampType,
     private readonly verifier: TransactionVerifier,
+    private readonly epochs: LeaderEpochHistory,
   ) {
     this.segmentsAtLastRollSnapshot = log.segmentCount;
+    this.appendEpoch = epochs.latestEpoch;
   }
 
   static async open(opts: {
@@ -233,6 +238,13 @@ export class Partition {
   }
 
   private static async restore(log: PartitionLog, opts: Parameters<typeof Partition.open>[0]): Promise<Partition> {
+    const epochs = await LeaderEpochHistory.load(opts.fs, join(opts.dir, LEADER_EPOCH_CHECKPOINT_FILE));
+    // The history follows the log as recovery left it, in memory only (nothing to fsync at start): an
+    // epoch starting past the recovered end lost its data (a torn tail), and entries below the log start
+    // may lag a DeleteRecords or retention that moved it just before a crash. An epoch starting exactly
+    // at the end is kept: it was assigned (becomeLeader) and has appended nothing yet.
+    await epochs.truncateFromEnd(log.logEndOffset + 1, { durable: false });
+    await epochs.truncateFromStart(log.logStartOffset, { durable: false });
     let producers = createProducerState();
     let replayFrom = log.logStartOffset;
     const snapshot = await readSnapshot(opts.fs, opts.dir);
@@ -269,6 +281,7 @@ export class Partition {
       producers,
       opts.timestampType,
       opts.verifier ?? noTransactions,
+      epochs,
     );
     // Open transactions of the snapshot, in offset order (the replay opens later ones after them).
     const open = producers
@@ -288,6 +301,65 @@ export class Partition {
 
   get highWatermark(): number {
     return this.log.durableEndOffset;
+  }
+
+  /**
+   * The leader epoch this partition appends at (every batch's partitionLeaderEpoch): the latest of its
+   * history, 0 for a partition that never changed leader (single-broker mode).
+   */
+  get leaderEpoch(): number {
+    return this.appendEpoch;
+  }
+
+  /** The history (epoch, start offset) of the leader epochs this log holds (docs/architecture.md, "Leader epochs"). */
+  get leaderEpochHistory(): LeaderEpochHistory {
+    return this.epochs;
+  }
+
+  /**
+   * Apache's lastOffsetForLeaderEpoch for this log: where `requestedEpoch` ends (LeaderEpochHistory.endOffsetFor
+   * against the log end offset, as Apache answers leader and consumer alike).
+   */
+  endOffsetForEpoch(requestedEpoch: number): { epoch: number; endOffset: number } {
+    return this.epochs.endOffsetFor(requestedEpoch, this.log.logEndOffset);
+  }
+
+  /**
+   * Makes this broker the partition's leader at `epoch` (the ownership's fencing epoch, cluster mode's
+   * take-over): the epoch starts at the log end, recorded durably before this resolves, and every append
+   * from then on carries it. Call it before the partition is served at `epoch`. The log is flushed first,
+   * so that the start offset recorded is durable data's end and a crash cannot leave it past the log.
+   * The same epoch again changes nothing; a lower one is refused (CorruptStateError: a newer leader wrote
+   * this log). One call at a time.
+   */
+  async becomeLeader(epoch: number): Promise<void> {
+    if (epoch === this.appendEpoch) return;
+    if (epoch < this.appendEpoch) {
+      throw new CorruptStateError(join(this.dir, LEADER_EPOCH_CHECKPOINT_FILE), `asked to lead at epoch ${epoch}, below the current epoch ${this.appendEpoch}: a newer leader exists`);
+    }
+    await this.log.flush();
+    // Fixed in the same synchronous step as the switch, so that no append lands at or past the start
+    // offset stamped with the old epoch while the history is written.
+    const startOffset = this.log.logEndOffset;
+    this.appendEpoch = epoch;
+    await this.epochs.assign(epoch, startOffset);
+  }
+
+  /**
+   * Moves the log start offset (DeleteRecords; see PartitionLog.deleteRecordsBefore), then drops the
+   * leader-epoch history below it durably, as Apache's truncateFromStart.
+   */
+  async deleteRecordsBefore(offset: number): Promise<DeleteRecordsResult> {
+    const result = await this.log.deleteRecordsBefore(offset);
+    if (result.kind === "ok") await this.epochs.truncateFromStart(result.logStartOffset);
+    return result;
+  }
+
+  /** Retention (PartitionLog.enforceRetention); a moved log start truncates the leader-epoch history too. */
+  async enforceRetention(nowMs: number): Promise<RetentionResult> {
+    const result = await this.log.enforceRetention(nowMs);
+    await this.epochs.truncateFromStart(result.logStartOffset);
+    return result;
   }
 
   /**
@@ -376,7 +448,7 @@ export class Partition {
       };
     }
     if (classification?.kind === "error") return classification;
-    const appended: AppendResult = this.log.append(recordSet, { timestampType: this.timestampType, partitionLeaderEpoch: 0 });
+    const appended: AppendResult = this.log.append(recordSet, { timestampType: this.timestampType, partitionLeaderEpoch: this.appendEpoch });
     if (info) {
       const opensTxn = batch.isTransactional && !this.ongoing.has(batch.producerId);
       // The append is assigned and queued; a failed write fails the log and the process (recovery then
@@ -425,7 +497,7 @@ export class Partition {
     if (check.kind === "error") return { ok: false, errorCode: check.errorCode, message: check.message };
 
     const bytes = buildControlBatch({ producerId, producerEpoch, commit, coordinatorEpoch, timestampMs: nowMs });
-    const appended = this.log.append(bytes, { timestampType: this.timestampType, partitionLeaderEpoch: 0 });
+    const appended = this.log.append(bytes, { timestampType: this.timestampType, partitionLeaderEpoch: this.appendEpoch });
     const markerOffset = appended.baseOffset;
     const applied = applyMarker(this.producers, producerId, producerEpoch, {
       coordinatorEpoch,

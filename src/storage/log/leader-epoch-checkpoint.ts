@@ -3,7 +3,7 @@
  * (epoch, startOffset) of every leader epoch that appended from that offset on, epochs and start offsets
  * strictly increasing (Apache's LeaderEpochFileCache). A versioned, checksummed state file (state-file.ts),
  * replaced atomically. A partition without the file has the implied history [(0, 0)]: single-broker mode
- * never writes it, so its start costs no fsync per partition.
+ * writes it only when the log start moves (DeleteRecords, retention), so opening a partition costs no fsync.
  */
 import { CorruptStateError } from "../../errors/errors.ts";
 import type { Fs } from "../../platform/fs.ts";
@@ -58,6 +58,8 @@ export class LeaderEpochHistory {
     private readonly path: string,
     private entries: EpochEntry[],
   ) {}
+
+  private writes: Promise<void> = Promise.resolve();
 
   /** Loads the history: the implied one when the file is absent, CorruptStateError when it is damaged. */
   static async load(fs: Fs, path: string): Promise<LeaderEpochHistory> {
@@ -123,27 +125,39 @@ export class LeaderEpochHistory {
     return epoch;
   }
 
-  /** The log was truncated to end at `endOffset` (a torn tail): entries starting at or past it go (Apache's truncateFromEnd). */
-  async truncateFromEnd(endOffset: number): Promise<void> {
+  /**
+   * The log was truncated to end at `endOffset` (a torn tail): entries starting at or past it go (Apache's
+   * truncateFromEnd). `durable: false` changes the history in memory only (the partition re-derives it
+   * from the log at every open); the file catches up with the next durable change.
+   */
+  async truncateFromEnd(endOffset: number, options: { durable: boolean } = { durable: true }): Promise<void> {
     const kept = this.entries.filter((e) => e.startOffset < endOffset);
-    if (kept.length !== this.entries.length) await this.replace(kept);
+    if (kept.length !== this.entries.length) await this.replace(kept, options.durable);
   }
 
   /**
    * The log start moved to `startOffset` (DeleteRecords, retention): entries wholly below it go and the
-   * one covering it starts there (Apache's truncateFromStart).
+   * one covering it starts there (Apache's truncateFromStart). `durable` as for truncateFromEnd.
    */
-  async truncateFromStart(startOffset: number): Promise<void> {
+  async truncateFromStart(startOffset: number, options: { durable: boolean } = { durable: true }): Promise<void> {
     let covering = -1;
     for (let i = 0; i < this.entries.length && this.entries[i]!.startOffset <= startOffset; i++) covering = i;
     if (covering < 0 || (covering === 0 && this.entries[0]!.startOffset === startOffset)) return;
     const kept = this.entries.slice(covering);
     kept[0] = { epoch: kept[0]!.epoch, startOffset };
-    await this.replace(kept);
+    await this.replace(kept, options.durable);
   }
 
-  private async replace(entries: EpochEntry[]): Promise<void> {
-    await saveState(this.fs, this.path, FORMAT, VERSION, { entries });
+  /**
+   * Writes are chained: a retention pass and a take-over may change the history at the same moment, and
+   * each file written must hold every change made before it. Memory changes at once; the call resolves
+   * once the file holding the change is durable.
+   */
+  private replace(entries: EpochEntry[], durable = true): Promise<void> {
     this.entries = entries;
+    if (!durable) return this.writes;
+    const write = this.writes.then(() => saveState(this.fs, this.path, FORMAT, VERSION, { entries: this.entries }));
+    this.writes = write.catch(() => undefined);
+    return write;
   }
 }
