@@ -43,7 +43,8 @@
  * partial record off the journal; the slot in memory keeps its durable state; `onWriteFailed` is told, so
  * that whoever changed other state alongside (the group coordinator) can reconcile.
  *
- * Loading happens at open, for every slot: the checkpoint, then every journal record after its lastSeq,
+ * Loading happens at open, for every slot (or, in explicit-load mode, per slot by `loadSlot`): the
+ * checkpoint, then every journal record after its lastSeq,
  * replayed in strict sequence. An unterminated last line is a write that never completed (never
  * acknowledged): it is cut off, unless the previous process shut down cleanly. Anything else that fails a
  * check (a bad checkpoint, a bad complete record, records out of sequence or continuing a newer checkpoint
@@ -53,9 +54,12 @@
  * slot is never taken for empty: that would silently rewind every consumer. `verify` checks the files
  * against memory while the broker runs.
  *
- * The clean-shutdown record assumes this store is its slots' only writer, as it is today (every slot loads
- * at open); once group slots move between brokers sharing the data directory, it must be left out for them
- * as the transaction store does in cluster mode (another broker may change a slot after this one closed).
+ * Explicit-load mode (cluster mode: group slots move between brokers sharing the data directory): no slot
+ * is loaded at open; `loadSlot` reads one (every check above applies), `releaseSlot` waits for its writer,
+ * closes its journal and forgets it. Reads and writes of a slot that is not loaded are refused
+ * (SlotNotLoadedError: a bug in the caller), never served from an empty slot. The clean-shutdown record
+ * assumes this store is its slots' only writer, so this mode writes none and removes a stale one at open,
+ * as the transaction store does: another broker may change a slot after this one released it.
  *
  * Versions: the checkpoint is at version 3 (version 2 had no generation, version 1 no lastSeq either, read
  * as lastSeq 0), the journal's records at version 2 (records of changes; version 1 records held the slot's
@@ -123,6 +127,19 @@ export interface OffsetStoreOptions {
   /** Compaction thresholds (tests use small ones). */
   compactBytesMin?: number;
   compactRatio?: number;
+  /**
+   * Cluster mode: no slot is loaded at open, each is read by `loadSlot` (its take-over) and dropped by
+   * `releaseSlot`; no clean-shutdown record. Default false: every slot loads at open.
+   */
+  explicitLoad?: boolean;
+}
+
+/** A read or write of a slot this store has not loaded (explicit-load mode): the caller's bug, never data. */
+export class SlotNotLoadedError extends Error {
+  constructor(readonly slot: number) {
+    super(`offset slot ${slot} is not loaded on this broker`);
+    this.name = "SlotNotLoadedError";
+  }
 }
 
 interface Queued {
@@ -149,6 +166,12 @@ class SlotWriter {
   /** From the load until an old-format slot is rewritten: the checkpoint's lastSeq and the records after it. */
   checkpointLastSeq = 0;
   replayed: Uint8Array[] = [];
+  /** In memory and served (always, outside explicit-load mode). */
+  loaded = false;
+  /** A `loadSlot` reading the files, shared by concurrent callers. */
+  loading: Promise<void> | undefined;
+  /** A `releaseSlot` in progress: new changes are refused, the queued ones still written. */
+  releasing: Promise<void> | undefined;
 
   constructor(
     readonly index: number,
@@ -157,6 +180,18 @@ class SlotWriter {
     public journal: JournalFile,
     public state: OffsetSlot,
   ) {}
+
+  /** Back to a slot never read (released, or its load failed), with a journal not yet read. */
+  forget(journal: JournalFile): void {
+    this.journal = journal;
+    this.state = OffsetSlot.empty();
+    this.lastSeq = 0;
+    this.checkpointBytes = 0;
+    this.generation = 0;
+    this.checkpointLastSeq = 0;
+    this.replayed = [];
+    this.loaded = false;
+  }
 }
 
 export class OffsetStore {
@@ -169,6 +204,8 @@ export class OffsetStore {
   private constructor(
     private readonly fs: Fs,
     private readonly dir: string,
+    private readonly dataDir: string,
+    private readonly explicitLoad: boolean,
     slots: SlotWriter[],
     private readonly onWriteFailed: (slot: number, error: unknown) => void,
     private readonly slotBytesMax: number,
@@ -178,7 +215,10 @@ export class OffsetStore {
     this.slots = slots;
   }
 
-  /** Opens the store under `dataDir` and loads every slot file (CorruptStateError for a damaged one). */
+  /**
+   * Opens the store under `dataDir` and loads every slot file (CorruptStateError for a damaged one); in
+   * explicit-load mode loads none and removes a stale clean-shutdown record.
+   */
   static async open(fs: Fs, dataDir: string, options: OffsetStoreOptions = {}): Promise<OffsetStore> {
     const slotCount = options.slotCount ?? OFFSETS_SLOT_COUNT_DEFAULT;
     if (!Number.isSafeInteger(slotCount) || slotCount < 1) throw new RangeError(`invalid slot count ${slotCount}`);
@@ -189,7 +229,6 @@ export class OffsetStore {
       { length: slotCount },
       (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), new JournalFile(fs, dir, offsetsJournalPath(dataDir, i), OFFSETS_JOURNAL_FORMAT), OffsetSlot.empty()),
     );
-    const cleanShutdown = await readCleanShutdown(fs, dir, OFFSETS_JOURNAL_FORMAT);
     const present = new Set<number>();
     for (const name of (await fs.readdir(dir)).sort()) {
       const match = SLOT_FILE.exec(name);
@@ -198,6 +237,27 @@ export class OffsetStore {
       if (index >= slotCount) throw new CorruptStateError(join(dir, name), `slot ${index} is outside the ${slotCount} slots of this store`);
       present.add(index);
     }
+    const storeOf = () =>
+      new OffsetStore(
+        fs,
+        dir,
+        dataDir,
+        options.explicitLoad === true,
+        slots,
+        options.onWriteFailed ?? (() => undefined),
+        options.slotBytesMax ?? OFFSET_SLOT_BYTES_MAX,
+        options.compactBytesMin ?? OFFSETS_JOURNAL_COMPACT_BYTES_MIN,
+        options.compactRatio ?? OFFSETS_JOURNAL_COMPACT_RATIO,
+      );
+    if (options.explicitLoad === true) {
+      // Slots move between brokers: another broker may change a slot after this one released it, so no
+      // record of this broker's vouches for them. One left by a single-broker run is stale.
+      await removeCleanShutdown(fs, dir);
+      const store = storeOf();
+      store.cleanShutdownRemoved = Promise.resolve();
+      return store;
+    }
+    const cleanShutdown = await readCleanShutdown(fs, dir, OFFSETS_JOURNAL_FORMAT);
     // A slot the record names must be as it says even when its files are gone.
     for (const index of cleanShutdown?.slots.keys() ?? []) if (index < slotCount) present.add(index);
     const upgrades: SlotWriter[] = [];
@@ -205,18 +265,66 @@ export class OffsetStore {
       const standing = await loadSlot(fs, dir, slots[index]!, cleanShutdown);
       if (standing !== "current" && standing !== "fresh") upgrades.push(slots[index]!);
     }
-    const store = new OffsetStore(
-      fs,
-      dir,
-      slots,
-      options.onWriteFailed ?? (() => undefined),
-      options.slotBytesMax ?? OFFSET_SLOT_BYTES_MAX,
-      options.compactBytesMin ?? OFFSETS_JOURNAL_COMPACT_BYTES_MIN,
-      options.compactRatio ?? OFFSETS_JOURNAL_COMPACT_RATIO,
-    );
+    for (const slot of slots) slot.loaded = true;
+    const store = storeOf();
     // Only now, with every slot read and checked, may files change.
     for (const slot of upgrades) await store.finishLoad(slot);
     return store;
+  }
+
+  /**
+   * Explicit-load mode: reads slot `index` from disk (checkpoint, then the journal after it) as the previous
+   * owner left it, with every check of a load at open (CorruptStateError for damage: the slot stays
+   * unloaded), and finishes what a crash left half done. A slot already loaded stays as it is.
+   */
+  async loadSlot(index: number): Promise<void> {
+    const slot = this.writer(index);
+    if (this.closed) throw new Error("the offset store is closed");
+    await slot.releasing;
+    if (slot.loaded) return;
+    slot.loading ??= this.readSlot(slot).finally(() => (slot.loading = undefined));
+    await slot.loading;
+  }
+
+  private async readSlot(slot: SlotWriter): Promise<void> {
+    try {
+      const standing = await loadSlot(this.fs, this.dir, slot, undefined);
+      if (standing !== "current" && standing !== "fresh") await this.finishLoad(slot);
+    } catch (error) {
+      // Nothing of a slot that failed its checks stays in memory: a later load reads the files again.
+      slot.forget(this.journalOf(slot.index));
+      throw error;
+    }
+    slot.loaded = true;
+  }
+
+  /** Whether slot `index` is in memory (always true outside explicit-load mode). */
+  isLoaded(index: number): boolean {
+    return this.writer(index).loaded;
+  }
+
+  /**
+   * Explicit-load mode: hands slot `index` over. New changes are refused at once; the ones already queued
+   * and the write, fold or repair in flight finish; then the journal is closed and the slot forgotten. A
+   * later `loadSlot` reads the files again (another broker may have changed them meanwhile).
+   */
+  releaseSlot(index: number): Promise<void> {
+    if (!this.explicitLoad) return Promise.reject(new Error("offset slots are released only in explicit-load mode"));
+    const slot = this.writer(index);
+    slot.releasing ??= this.release(slot).finally(() => (slot.releasing = undefined));
+    return slot.releasing;
+  }
+
+  private async release(slot: SlotWriter): Promise<void> {
+    await slot.loading?.catch(() => undefined);
+    while (slot.writing) await slot.idle;
+    if (!slot.loaded) return;
+    await slot.journal.close();
+    slot.forget(this.journalOf(slot.index));
+  }
+
+  private journalOf(index: number): JournalFile {
+    return new JournalFile(this.fs, this.dir, offsetsJournalPath(this.dataDir, index), OFFSETS_JOURNAL_FORMAT);
   }
 
   /** A slot whose files are not in the current state: the previous generation's journal, or older formats. */
@@ -240,9 +348,11 @@ export class OffsetStore {
     return this.slots.length;
   }
 
-  /** The durable state of a slot. */
+  /** The durable state of a slot (SlotNotLoadedError for one not loaded). */
   slot(index: number): OffsetSlot {
-    return this.writer(index).state;
+    const slot = this.writer(index);
+    if (!slot.loaded) throw new SlotNotLoadedError(index);
+    return slot.state;
   }
 
   /** File writes completed for a slot (tests: group commit). */
@@ -258,6 +368,8 @@ export class OffsetStore {
     if (this.fatal !== undefined) return Promise.reject(this.fatal);
     if (this.closed) return Promise.reject(new Error("the offset store is closed"));
     const slot = this.writer(index);
+    // Never an empty slot made up for a write: its first fold would overwrite what another broker wrote.
+    if (!slot.loaded || slot.releasing !== undefined) return Promise.reject(new SlotNotLoadedError(index));
     const done = new Promise<R>((resolve, reject) => slot.queue.push({ fn, resolve: resolve as (v: unknown) => void, reject }));
     this.startWriter(slot);
     return done;
@@ -270,7 +382,8 @@ export class OffsetStore {
 
   /**
    * Waits for writes in flight, then closes the journals and writes the clean-shutdown record (not after a
-   * fatal error or a failed write whose bytes could not be cut off); later mutations are refused.
+   * fatal error or a failed write whose bytes could not be cut off, nor in explicit-load mode); later
+   * mutations are refused.
    */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -281,7 +394,7 @@ export class OffsetStore {
     for (const slot of this.slots) {
       await slot.journal.close();
     }
-    if (this.fatal !== undefined || this.slots.some((slot) => slot.journal.dirty)) return;
+    if (this.explicitLoad || this.fatal !== undefined || this.slots.some((slot) => slot.journal.dirty)) return;
     const marks = new Map<number, JournalMark | null>();
     for (const slot of this.slots) marks.set(slot.index, slot.journal.mark() ?? null);
     await writeCleanShutdown(this.fs, this.dir, OFFSETS_JOURNAL_FORMAT, marks);
@@ -299,11 +412,14 @@ export class OffsetStore {
     let skipped = 0;
     const problems: CorruptStateError[] = [];
     for (const slot of this.slots) {
+      if (!slot.loaded) continue;
       const generation = slot.generation;
-      const mark = slot.journal.mark();
+      const journal = slot.journal;
+      const mark = journal.mark();
       // Never written (at most a header left by a first write that crashed): nothing to check.
       if (mark === undefined || generation === 0) continue;
-      const unchanged = () => !slot.folding && slot.generation === generation && slot.journal.header?.generation === generation;
+      // A released slot gets a new journal, so the identity check also skips a slot released meanwhile.
+      const unchanged = () => slot.loaded && !slot.folding && slot.generation === generation && slot.journal === journal && journal.header?.generation === generation;
       if (!unchanged()) {
         skipped += 1;
         continue;
@@ -326,7 +442,7 @@ export class OffsetStore {
    * writer and keeps new changes queued until it is done. False when no slot has that file.
    */
   async repair(path: string): Promise<boolean> {
-    const slot = this.slots.find((s) => s.path === path || s.journal.path === path);
+    const slot = this.slots.find((s) => s.loaded && s.releasing === undefined && (s.path === path || s.journal.path === path));
     if (slot === undefined || this.closed) return false;
     while (slot.writing) await slot.idle;
     slot.writing = true;
