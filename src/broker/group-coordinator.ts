@@ -5,7 +5,11 @@
  * versions.
  *
  * - Ownership: a group belongs to the owner of its slot (cluster/ownership.ts, slot = fnv1a32 % 50); for a
- *   group of another broker every API answers NOT_COORDINATOR. Single-broker mode owns every slot.
+ *   group of another broker every API answers NOT_COORDINATOR. Single-broker mode owns every slot and
+ *   loads them all at open. In cluster mode (`loadAllSlotsAtStart: false`) no slot is loaded at open:
+ *   `acquireSlot` reads one from disk and serves its groups, `releaseSlot` stops serving them (parked
+ *   JoinGroup/SyncGroup answered NOT_COORDINATOR, as Apache does when it unloads a coordinator partition),
+ *   lets the slot's queued writes land and forgets them (docs/architecture.md, "Ownership and cluster mode").
  * - Durability: OffsetCommit, OffsetDelete and DeleteGroups are answered once their change is durable. Group
  *   records (generation, protocol type, Empty or not) are written in the background as they change; members
  *   are not persisted, they rejoin after a restart and find their offsets.
@@ -56,6 +60,11 @@ export interface GroupCoordinatorOptions extends Partial<GroupCoordinatorConfig>
   sweepBatchMax?: number;
   /** Start the periodic expiry sweep (tests call sweepExpiredOffsets themselves). */
   sweep?: boolean;
+  /**
+   * Default true: every offsets slot is loaded and served from open. False (cluster mode): none is, until
+   * `acquireSlot` takes it over.
+   */
+  loadAllSlotsAtStart?: boolean;
   newUuid?: () => string;
 }
 
@@ -122,7 +131,12 @@ export class GroupCoordinator {
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private sweeping: Promise<number> | undefined;
   private closed = false;
+  /** Slots whose groups are in memory and served here, with the coordinator epoch they were taken at. */
+  private readonly servedSlots = new Map<number, number>();
+  /** Take-overs in progress, by slot (concurrent callers share one). */
+  private readonly acquiring = new Map<number, Promise<void>>();
   readonly retentionMs: number;
+  private readonly loadsAllSlots: boolean;
   private readonly metadataMaxBytes: number;
   private readonly sweepBatchMax: number;
 
@@ -134,6 +148,7 @@ export class GroupCoordinator {
   ) {
     this.timers = new KeyedTimers(() => deps.clock.monotonicMs(), (key, error) => deps.log.error("group timer failed", { key, error: String(error) }));
     this.retentionMs = options.offsetsRetentionMs ?? 7 * 24 * 60 * 60 * 1000;
+    this.loadsAllSlots = options.loadAllSlotsAtStart !== false;
     this.metadataMaxBytes = options.offsetMetadataMaxBytes ?? OFFSET_METADATA_MAX_BYTES;
     this.sweepBatchMax = options.sweepBatchMax ?? SWEEP_BATCH_MAX;
   }
@@ -150,22 +165,79 @@ export class GroupCoordinator {
     };
     const state = new GroupCoordinatorState(config, options.newUuid ?? randomUUID);
     let coordinator: GroupCoordinator | undefined;
+    const loadAll = options.loadAllSlotsAtStart !== false;
     const store = await OffsetStore.open(deps.fs, deps.dataDir, {
       onWriteFailed: (slot, error) => coordinator?.reconcile(slot, error),
+      explicitLoad: !loadAll,
     });
     coordinator = new GroupCoordinator(deps, state, store, options);
-    const nowMs = deps.clock.nowMs();
-    const records: PersistedGroup[] = [];
-    for (let slot = 0; slot < store.slotCount; slot++) {
-      for (const [groupId, g] of store.slot(slot).groups) {
-        // Offsets without a record (not written by this build, but harmless) belong to a simple group.
-        records.push(g.record ?? simpleGroupRecord(groupId, nowMs));
-      }
+    if (loadAll) {
+      let groups = 0;
+      for (let slot = 0; slot < store.slotCount; slot++) groups += coordinator.restoreGroups(slot, 0);
+      if (groups > 0) deps.log.info("loaded consumer groups", { groups });
     }
-    state.load(records, nowMs);
-    if (records.length > 0) deps.log.info("loaded consumer groups", { groups: records.length });
     if (options.sweep !== false) coordinator.startSweep(options.offsetsRetentionCheckIntervalMs ?? OFFSETS_RETENTION_CHECK_INTERVAL_MS);
     return coordinator;
+  }
+
+  /** Loads the groups recorded in a loaded store slot into the state and serves the slot; returns how many. */
+  private restoreGroups(slot: number, epoch: number): number {
+    const nowMs = this.deps.clock.nowMs();
+    const records: PersistedGroup[] = [];
+    for (const [groupId, g] of this.store.slot(slot).groups) {
+      // Offsets without a record (not written by this build, but harmless) belong to a simple group.
+      records.push(g.record ?? simpleGroupRecord(groupId, nowMs));
+    }
+    this.state.load(records, nowMs);
+    this.servedSlots.set(slot, epoch);
+    return records.length;
+  }
+
+  // ---- slot take-over (cluster mode) -----------------------------------------------------------
+
+  /**
+   * Takes slot `slot` over at coordinator epoch `epoch` (the ownership manager's acquire): reads its files
+   * as the previous owner left them (CorruptStateError for damage: the slot stays unserved), restores its
+   * groups (records, committed and staged offsets) and serves them; until this resolves, an owned slot
+   * answers COORDINATOR_LOAD_IN_PROGRESS. A slot already served stays as it is.
+   */
+  acquireSlot(slot: number, epoch: number): Promise<void> {
+    if (this.closed) return Promise.reject(new Error("the group coordinator is closed"));
+    if (this.servedSlots.has(slot)) return Promise.resolve();
+    let acquiring = this.acquiring.get(slot);
+    if (acquiring === undefined) {
+      acquiring = (async () => {
+        await this.store.loadSlot(slot);
+        if (this.closed) return;
+        const groups = this.restoreGroups(slot, epoch);
+        this.deps.log.info("took over a group coordinator slot", { slot, epoch, groups });
+      })().finally(() => this.acquiring.delete(slot));
+      this.acquiring.set(slot, acquiring);
+    }
+    return acquiring;
+  }
+
+  /**
+   * Hands slot `slot` over (the ownership manager's release): its groups are no longer served (requests
+   * answer by the slot's standing, parked JoinGroup/SyncGroup requests NOT_COORDINATOR at once, timers
+   * stop), the slot's queued and in-flight writes land, then its groups leave memory and the store
+   * releases the slot; later writes to it are refused. A later `acquireSlot` reads the files again.
+   */
+  async releaseSlot(slot: number): Promise<void> {
+    if (this.loadsAllSlots) throw new Error("group slots move only when the coordinator is opened with loadAllSlotsAtStart: false");
+    await this.acquiring.get(slot)?.catch(() => undefined);
+    if (!this.servedSlots.delete(slot)) return;
+    const ids = this.state.groupIds().filter((groupId) => slotOf(groupId) === slot);
+    this.apply(this.state.resign(ids, ErrorCode.NOT_COORDINATOR));
+    // The store lets the queued writes land first; they read the groups' records, so those stay until then.
+    await this.store.releaseSlot(slot);
+    this.state.forget(ids);
+    this.dirty.delete(slot);
+  }
+
+  /** Whether the slot's groups are in memory and served here (single-broker mode: every slot). */
+  servesSlot(slot: number): boolean {
+    return this.servedSlots.has(slot);
   }
 
   // ---- ownership -------------------------------------------------------------------------------
@@ -181,12 +253,14 @@ export class GroupCoordinator {
 
   /**
    * Why a request about the group cannot be served here, by the slot's standing (cluster/ownership.ts):
-   * COORDINATOR_LOAD_IN_PROGRESS while it is loading, NOT_COORDINATOR when leaving or elsewhere (or closed).
+   * COORDINATOR_LOAD_IN_PROGRESS while it is loading (or owned and not taken over yet), NOT_COORDINATOR
+   * when leaving or elsewhere (or closed).
    */
   private refusal(groupId: string): number | undefined {
     if (this.closed) return ErrorCode.NOT_COORDINATOR;
-    const standing = this.deps.ownership.standing({ kind: "group", slot: slotOf(groupId) });
-    if (standing.state === "owned") return undefined;
+    const slot = slotOf(groupId);
+    const standing = this.deps.ownership.standing({ kind: "group", slot });
+    if (standing.state === "owned") return this.servedSlots.has(slot) ? undefined : ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
     return standing.state === "loading" ? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS : ErrorCode.NOT_COORDINATOR;
   }
 
@@ -332,6 +406,9 @@ export class GroupCoordinator {
     if (requireStable) {
       // Let the writes queued before this fetch land first (Apache serves require_stable through its write path).
       await this.store.mutate(slotIndex, () => undefined).catch((error: unknown) => this.rethrowFatal(error));
+      // The slot may have been handed over while this fetch waited.
+      const refusedNow = this.refusal(groupId);
+      if (refusedNow !== undefined) return { errorCode: refusedNow, topics: [] };
     }
     const slot = this.store.slot(slotIndex);
     const groupExists = this.state.hasGroup(groupId);
@@ -429,10 +506,16 @@ export class GroupCoordinator {
 
   /**
    * Commits (or discards) what `producerId` staged for the group, durably; idempotent. Returns how many
-   * staged offsets there were.
+   * staged offsets there were. Rejects (retriably: the transaction stays Prepare* and the transaction
+   * coordinator's reconcile pass tries again) when the group's slot is not served here: its staged offsets
+   * are in the slot's files, which another broker may own now, and this broker cannot complete them there.
    */
   completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number> {
-    return this.store.mutate(slotOf(groupId), (draft) => draft.completeTransaction(groupId, producerId, commit));
+    const slot = slotOf(groupId);
+    if (!this.servedSlots.has(slot)) {
+      return Promise.reject(new Error(`the offsets of group ${JSON.stringify(groupId)} cannot be completed here: its slot ${slot} is not served by this broker`));
+    }
+    return this.store.mutate(slot, (draft) => draft.completeTransaction(groupId, producerId, commit));
   }
 
   // ---- expiry ----------------------------------------------------------------------------------
@@ -458,10 +541,10 @@ export class GroupCoordinator {
       ids.add(groupId);
     };
     for (const groupId of this.state.groupIds()) add(groupId);
-    for (let slot = 0; slot < this.store.slotCount; slot++) for (const groupId of this.store.slot(slot).groups.keys()) add(groupId);
+    for (const slot of this.servedSlots.keys()) for (const groupId of this.store.slot(slot).groups.keys()) add(groupId);
     for (const [slot, ids] of groupsBySlot) {
       const pending = [...ids];
-      while (pending.length > 0 && !this.closed) {
+      while (pending.length > 0 && !this.closed && this.servedSlots.has(slot)) {
         const expired = await this.store
           .mutate(slot, (draft) => {
             let budget = this.sweepBatchMax;
@@ -573,6 +656,7 @@ export class GroupCoordinator {
    */
   private reconcile(slot: number, error: unknown): void {
     this.deps.log.warn("group state write failed; the slot keeps its durable state", { slot, error: String(error) });
+    if (!this.servedSlots.has(slot)) return;
     const missing: PersistedGroup[] = [];
     for (const [groupId, g] of this.store.slot(slot).groups) {
       if (!this.state.hasGroup(groupId)) missing.push(g.record ?? simpleGroupRecord(groupId, this.deps.clock.nowMs()));

@@ -968,8 +968,20 @@ export class GroupCoordinatorState {
    * (Apache answers NOT_COORDINATOR when it unloads a group).
    */
   shutdown(errorCode: number): GroupEffect[] {
+    return this.resign(this.groups.keys(), errorCode);
+  }
+
+  /**
+   * The coordinator stops serving these groups (their slot moves to another broker): every parked
+   * JoinGroup and SyncGroup of theirs is answered with `errorCode` and their timers are cancelled, as
+   * Apache's onGroupUnloaded answers NOT_COORDINATOR. The groups stay, unchanged, until `forget`, so that
+   * record writes already queued still read them.
+   */
+  resign(groupIds: Iterable<string>, errorCode: number): GroupEffect[] {
     this.begin();
-    for (const g of this.groups.values()) {
+    for (const groupId of groupIds) {
+      const g = this.groups.get(groupId);
+      if (g === undefined) continue;
       for (const m of g.members.values()) {
         const jw = g.takeJoinWaiter(m);
         if (jw !== null) this.respondJoin(jw, joinError(m.memberId, errorCode));
@@ -982,6 +994,11 @@ export class GroupCoordinatorState {
       this.cancel(syncKey(g.groupId));
     }
     return this.end();
+  }
+
+  /** Drops groups from memory (after `resign`): another broker coordinates them now. */
+  forget(groupIds: Iterable<string>): void {
+    for (const groupId of groupIds) this.groups.delete(groupId);
   }
 
   // ---- effects ---------------------------------------------------------------------------------
