@@ -206,6 +206,36 @@ describe("group slot take-over (cluster mode)", () => {
     await b.groups.close();
   });
 
+  test("a follower parked in SyncGroup is answered NOT_COORDINATOR when its slot is released", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    const a = await clusterBroker(fs, clock, 0);
+    await take(a, SLOT, 1);
+    let answered = 0;
+    const joins = [a.groups.joinGroup(join(GROUP)), a.groups.joinGroup(join(GROUP))].map((p) => p.finally(() => (answered += 1)));
+    // The initial rebalance delay is extended while members keep joining; a few steps of it end the phase.
+    for (let step = 0; step < 10 && answered < 2; step++) {
+      clock.advance(a.groups.state.config.initialRebalanceDelayMs + 1);
+      a.groups.runDueTimers();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    const joined = await Promise.all(joins);
+    expect(joined.map((j) => j.errorCode)).toEqual([ErrorCode.NONE, ErrorCode.NONE]);
+    const follower = joined.find((j) => j.memberId !== j.leader)!;
+    let synced: number | undefined;
+    const syncing = a.groups
+      .syncGroup({ groupId: GROUP, memberId: follower.memberId, generationId: follower.generationId, groupInstanceId: null, protocolType: "consumer", protocolName: follower.protocolName, assignments: [] })
+      .then((o) => (synced = o.errorCode));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    // The leader has not sent its assignment: the follower waits.
+    expect(synced).toBeUndefined();
+    await hand(a, SLOT, 1);
+    await syncing;
+    expect(synced).toBe(ErrorCode.NOT_COORDINATOR);
+    expect(a.groups.timerCount).toBe(0);
+    await a.groups.close();
+  });
+
   test("a slot whose files are damaged is refused with CorruptStateError and not served", async () => {
     const fs = new MemoryFs();
     const clock = new ManualClock();
