@@ -153,7 +153,10 @@ export class GroupCoordinator {
     this.sweepBatchMax = options.sweepBatchMax ?? SWEEP_BATCH_MAX;
   }
 
-  /** Loads every offsets slot (CorruptStateError for a damaged one) and restores the groups it records. */
+  /**
+   * Loads every offsets slot (CorruptStateError for a damaged one) and restores the groups it records; with
+   * `loadAllSlotsAtStart: false`, none (`acquireSlot` takes each over).
+   */
   static async open(deps: GroupCoordinatorDeps): Promise<GroupCoordinator> {
     const options = deps.options ?? {};
     const config: GroupCoordinatorConfig = {
