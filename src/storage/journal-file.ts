@@ -445,3 +445,28 @@ export async function verifyJournal(fs: Fs, path: string, format: string, mark: 
     throw new CorruptStateError(path, `ends at byte ${mark.bytes} in record ${lastSeq}, which is not the record ${mark.lastSeq} this broker wrote there`);
   }
 }
+
+/** What a slot store's writer loop keeps per slot that `holdingWriter` needs. */
+export interface SlotWriterFlags {
+  writing: boolean;
+  idle: Promise<void>;
+  markIdle: () => void;
+}
+
+/**
+ * Runs `body` as the slot's writer: after the writer in flight (if any) is idle, and with new writes
+ * queued behind it until it is done (a store's `repair`). `then` runs after, to restart the writer for
+ * what queued meanwhile.
+ */
+export async function holdingWriter(slot: SlotWriterFlags, body: () => Promise<void>, then: () => void): Promise<void> {
+  while (slot.writing) await slot.idle;
+  slot.writing = true;
+  slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
+  try {
+    await body();
+  } finally {
+    slot.writing = false;
+    slot.markIdle();
+    then();
+  }
+}

@@ -73,7 +73,7 @@ import type { Fs } from "../platform/fs.ts";
 import { OFFSET_SLOT_BYTES_MAX, OffsetSlot, type OffsetSlotDraft } from "../domain/groups/offsets.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
 import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
-import { checkJournalFollows, checkSequence, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
+import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
 import {
   applyGroupDelta,
   bodyFromSlot,
@@ -444,18 +444,13 @@ export class OffsetStore {
   async repair(path: string): Promise<boolean> {
     const slot = this.slots.find((s) => s.loaded && s.releasing === undefined && (s.path === path || s.journal.path === path));
     if (slot === undefined || this.closed) return false;
-    while (slot.writing) await slot.idle;
-    slot.writing = true;
-    slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
     try {
-      await this.fold(slot);
+      await holdingWriter(slot, () => this.fold(slot), () => {
+        if (slot.queue.length > 0) this.startWriter(slot);
+      });
     } catch (error) {
       if (error instanceof FatalError && this.fatal === undefined) this.fatal = error;
       throw error;
-    } finally {
-      slot.writing = false;
-      slot.markIdle();
-      if (slot.queue.length > 0) this.startWriter(slot);
     }
     return true;
   }

@@ -63,7 +63,7 @@ import { PREPARE_STATES, compareStrings, parseTxnEntry, type TxnEntry } from "..
 import type { Fs } from "../platform/fs.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
 import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
-import { checkJournalFollows, checkSequence, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
+import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const TXN_SLOT_FORMAT = "txn-state-slot";
@@ -417,18 +417,13 @@ export class TxnStateStore {
   async repair(path: string): Promise<boolean> {
     const slot = this.slots.find((s) => s.loaded && (s.checkpointPath === path || s.journal.path === path));
     if (slot === undefined || this.closed) return false;
-    while (slot.writing) await slot.idle;
-    slot.writing = true;
-    slot.idle = new Promise((resolve) => (slot.markIdle = resolve));
     try {
-      await this.fold(slot);
+      await holdingWriter(slot, () => this.fold(slot), () => {
+        if (slot.pending.size > 0 || slot.waiters.length > 0) this.startWriter(slot, false);
+      });
     } catch (error) {
       if (error instanceof FatalError && this.fatal === undefined) this.fatal = error;
       throw error;
-    } finally {
-      slot.writing = false;
-      slot.markIdle();
-      if (slot.pending.size > 0 || slot.waiters.length > 0) this.startWriter(slot, false);
     }
     return true;
   }
