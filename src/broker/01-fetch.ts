@@ -32,8 +32,14 @@
  * offsets, CRC-32C) and stops before a damaged one; what came before is served, and a read that starts
  * at the damaged batch answers KAFKA_STORAGE_ERROR with no records, as does a partition refused at open.
  * Each damage is recorded in the damage registry (logged once), which /ready and /metrics read.
+ * Leader epochs (v9+, KIP-320; docs/architecture.md, "Leader epochs"): before each read, as Apache's
+ * Partition.fetchRecords, the current-leader-epoch check (-1 asks for none: FENCED_LEADER_EPOCH when the
+ * consumer's epoch is older, UNKNOWN_LEADER_EPOCH when newer) and NOT_LEADER_OR_FOLLOWER when this broker
+ * does not lead the partition (partition-leadership.ts); such a partition is not opened. With
+ * FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER, v12+ names the current leader and its epoch when known
+ * (CurrentLeader, KIP-951) and v16+ its endpoint (NodeEndpoints).
  * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
- * detection (the leader epoch is always 0), preferred read replicas, quotas.
+ * detection (lastFetchedEpoch, which only followers send), preferred read replicas, quotas.
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import {
@@ -48,6 +54,7 @@ import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../prot
 import type { Partition } from "../storage/partition.ts";
 import { FetchArena, FetchArenaPool } from "./fetch-arena.ts";
 import type { Handler, ResponseBudget } from "./handler.ts";
+import { partitionLeadership } from "./partition-leadership.ts";
 import type { BrokerServices } from "./services.ts";
 
 const READ_COMMITTED = 1;
@@ -119,7 +126,7 @@ function responseSizeOf(response: FetchResponseInit): number {
 }
 
 export function fetchHandler(services: BrokerServices): Handler<FetchRequest, FetchResponseInit> {
-  const { topics, partitions, clock, fetchSessions } = services;
+  const { topics, partitions, clock, fetchSessions, ownership } = services;
   const arenas = new FetchArenaPool();
   /** The arena an answer's records are views of, until the answer is encoded. */
   const arenaOf = new WeakMap<FetchResponseInit, FetchArena>();
@@ -158,8 +165,12 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // Resolve partitions once; a missing one is answered with its error and never waited for, and so is
       // one refused at open for damaged data.
       const refused = wanted.map((w, i) => names[i] !== undefined && partitions.refusal(names[i]!, w.partition) !== undefined);
+      // A partition this broker does not lead (or whose epoch the consumer disagrees with) is not opened:
+      // readAll answers its error.
       const resolved = await Promise.all(
-        wanted.map((w, i) => (names[i] === undefined || refused[i] ? undefined : partitions.get(names[i]!, w.partition))),
+        wanted.map((w, i) =>
+          names[i] === undefined || refused[i] || leadershipError(names[i]!, w) !== undefined ? undefined : partitions.get(names[i]!, w.partition),
+        ),
       );
 
       const budget = ctx.connection.responseBudget;
@@ -213,6 +224,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
           sessionId,
           responses: byTopic.map((g) => ({ topic: g.topic, topicId: usesTopicIds ? g.topicId : ZERO_UUID, partitions: g.partitions })),
         };
+        if (version >= 16) response.nodeEndpoints = leaderEndpoints(byTopic.flatMap((g) => g.partitions));
         if (arena !== undefined) {
           arenaOf.set(response, arena);
           handedOver = true;
@@ -236,6 +248,31 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       arenas.release(arena);
     },
   };
+
+  /** A partition that exists but may not be read here: its answer (partition-leadership.ts), else undefined. */
+  function leadershipError(name: string, w: FetchPartitionRequest): FetchResponse_PartitionDataInit | undefined {
+    const record = topics.get(name);
+    if (record === undefined || w.partition < 0 || w.partition >= record.partitions) return undefined;
+    const leadership = partitionLeadership(ownership, name, w.partition, w.currentLeaderEpoch);
+    if (leadership.kind === "leader") return undefined;
+    const answer = emptyPartition(w.partition, leadership.errorCode);
+    // KIP-951: tell the client who leads, so that it need not ask Metadata first.
+    const leaderId = ownership.partitionLeader(name, w.partition);
+    if (leadership.errorCode === ErrorCode.FENCED_LEADER_EPOCH || leadership.errorCode === ErrorCode.NOT_LEADER_OR_FOLLOWER) {
+      if (leaderId >= 0) answer.currentLeader = { leaderId, leaderEpoch: leaderId === ownership.selfId ? leadership.epoch : -1 };
+    }
+    return answer;
+  }
+
+  /** The endpoints of the leaders the answers name (Fetch v16+, KIP-951). */
+  function leaderEndpoints(answers: FetchResponse_PartitionDataInit[]): FetchResponseInit["nodeEndpoints"] {
+    const ids = new Set<number>();
+    for (const a of answers) if (a.currentLeader?.leaderId !== undefined && a.currentLeader.leaderId >= 0) ids.add(a.currentLeader.leaderId);
+    return ownership
+      .brokers()
+      .filter((b) => ids.has(b.brokerId))
+      .map((b) => ({ nodeId: b.brokerId, host: b.host, port: b.port, rack: b.rack }));
+  }
 
   function sessionError(errorCode: number, sessionId: number): FetchResponseInit {
     return { throttleTimeMs: 0, errorCode, sessionId, responses: [] };
@@ -261,6 +298,13 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     for (const [i, w] of wanted.entries()) {
       if (refused[i]) {
         out.push(emptyPartition(w.partition, ErrorCode.KAFKA_STORAGE_ERROR));
+        hasError = true;
+        continue;
+      }
+      // Asked at every read: the leadership may change while a fetch waits.
+      const notLed = names[i] === undefined ? undefined : leadershipError(names[i]!, w);
+      if (notLed !== undefined) {
+        out.push(notLed);
         hasError = true;
         continue;
       }

@@ -52,6 +52,7 @@ import { describeClusterHandler } from "./60-describe-cluster.ts";
 import { describeProducersHandler } from "./61-describe-producers.ts";
 import { describeTransactionsHandler } from "./65-describe-transactions.ts";
 import { listTransactionsHandler } from "./66-list-transactions.ts";
+import { offsetForLeaderEpochHandler } from "./23-offset-for-leader-epoch.ts";
 import { ConfigChanges } from "./config-changes.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
@@ -242,6 +243,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(deleteTopicsHandler(services))
     .register(deleteRecordsHandler(services))
     .register(initProducerIdHandler(services))
+    .register(offsetForLeaderEpochHandler(services))
     .register(addPartitionsToTxnHandler(services))
     .register(addOffsetsToTxnHandler(services))
     .register(endTxnHandler(services))
