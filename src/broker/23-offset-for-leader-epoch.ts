@@ -1,10 +1,10 @@
 /**
- * OffsetForLeaderEpoch (key 23), versions 0-4 (KIP-101 for followers, KIP-320 for consumers validating
- * their position after a leader change; v4 flexible).
+ * OffsetForLeaderEpoch (key 23), versions 2-4 (KIP-101 for followers, KIP-320 for consumers validating
+ * their position after a leader change; v4 flexible), the versions Apache Kafka 4 serves (v0-1 removed).
  *
  * Per partition, as Apache's ReplicaManager.lastOffsetForLeaderEpoch answers (docs/architecture.md,
  * "Leader epochs"): a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, one refused at
- * open for damaged data KAFKA_STORAGE_ERROR; then the current-leader-epoch check (v2+, -1 asks for none:
+ * open for damaged data KAFKA_STORAGE_ERROR; then the current-leader-epoch check (-1 asks for none:
  * FENCED_LEADER_EPOCH when the asker's epoch is older than the partition's, UNKNOWN_LEADER_EPOCH when
  * newer) and NOT_LEADER_OR_FOLLOWER when this broker does not lead it (partition-leadership.ts). Otherwise
  * the largest epoch <= the one asked and where it ends (LeaderEpochHistory.endOffsetFor against the log
@@ -49,9 +49,8 @@ export function offsetForLeaderEpochHandler(services: BrokerServices): Handler<O
 
   return {
     apiKey: 23,
-    minVersion: 0,
+    minVersion: 2,
     maxVersion: 4,
-    // Before v2 the request carries no current epoch: it decodes as -1, no check.
     async handle(request) {
       return {
         throttleTimeMs: 0,

@@ -1,5 +1,5 @@
 /**
- * Wire tests of leader epochs with raw frames: OffsetForLeaderEpoch v0-4 (every error, the answers for the
+ * Wire tests of leader epochs with raw frames: OffsetForLeaderEpoch v2-4 (every error, the answers for the
  * current, an older, a lower and a higher epoch), the current-leader-epoch checks of Fetch and ListOffsets,
  * and the epochs Metadata, ListOffsets and the stored batches report. Cluster-mode standings (an epoch
  * above 0, a partition being handed over or led elsewhere) are set on the broker's ownership object, the
@@ -131,21 +131,23 @@ async function partition1() {
 // ---- OffsetForLeaderEpoch ---------------------------------------------------------------------
 
 describe("OffsetForLeaderEpoch", () => {
-  test("is advertised, versions 0-4", async () => {
+  test("is advertised, versions 2-4 (Apache Kafka 4's); v1 is UNSUPPORTED_VERSION", async () => {
     const res = await client.request(18, 3, { clientSoftwareName: "wire-test", clientSoftwareVersion: "1.0" });
-    expect(res.apiKeys.find((k: { apiKey: number }) => k.apiKey === 23)).toMatchObject({ apiKey: 23, minVersion: 0, maxVersion: 4 });
+    expect(res.apiKeys.find((k: { apiKey: number }) => k.apiKey === 23)).toMatchObject({ apiKey: 23, minVersion: 2, maxVersion: 4 });
+    await ensureTopic();
+    expect(await offsetForLeaderEpoch(1, [{ partition: 0, leaderEpoch: 0 }])).toEqual([
+      { partition: 0, errorCode: ErrorCode.UNSUPPORTED_VERSION, leaderEpoch: -1, endOffset: -1 },
+    ]);
   });
 
-  test("single-broker mode: epoch 0 ends at the log end, at every version (v0 carries no epoch)", async () => {
+  test("single-broker mode: epoch 0 ends at the log end, at every version", async () => {
     await ensureTopic();
-    for (let version = 1; version <= 4; version++) {
+    for (let version = 2; version <= 4; version++) {
       expect(await offsetForLeaderEpoch(version, [{ partition: 0, leaderEpoch: 0 }, { partition: 1, leaderEpoch: 0 }])).toEqual([
         { partition: 0, errorCode: ErrorCode.NONE, leaderEpoch: 0, endOffset: 5 },
         { partition: 1, errorCode: ErrorCode.NONE, leaderEpoch: 0, endOffset: 3 },
       ]);
     }
-    const v0 = await offsetForLeaderEpoch(0, [{ partition: 0, leaderEpoch: 0 }]);
-    expect(v0).toEqual([{ partition: 0, errorCode: ErrorCode.NONE, leaderEpoch: -1, endOffset: 5 }]);
     // current leader epoch 0 matches: answered.
     expect(await offsetForLeaderEpoch(4, [{ partition: 0, currentLeaderEpoch: 0, leaderEpoch: 0 }])).toEqual([
       { partition: 0, errorCode: ErrorCode.NONE, leaderEpoch: 0, endOffset: 5 },
@@ -172,7 +174,7 @@ describe("OffsetForLeaderEpoch", () => {
     ]);
   });
 
-  test("current leader epoch older: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH; v0-1 carry none", async () => {
+  test("current leader epoch older: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH; -1: no check", async () => {
     await ensureTopic();
     expect(await offsetForLeaderEpoch(4, [{ partition: 0, currentLeaderEpoch: 1, leaderEpoch: 0 }])).toEqual([
       { partition: 0, errorCode: ErrorCode.UNKNOWN_LEADER_EPOCH, leaderEpoch: -1, endOffset: -1 },
@@ -188,8 +190,7 @@ describe("OffsetForLeaderEpoch", () => {
         { partition: 1, errorCode: ErrorCode.UNKNOWN_LEADER_EPOCH, leaderEpoch: -1, endOffset: -1 },
       ]);
     }
-    // Older versions have no current leader epoch to check: answered.
-    expect(await offsetForLeaderEpoch(1, [{ partition: 1, leaderEpoch: 0 }])).toEqual([
+    expect(await offsetForLeaderEpoch(2, [{ partition: 1, currentLeaderEpoch: -1, leaderEpoch: 0 }])).toEqual([
       { partition: 1, errorCode: ErrorCode.NONE, leaderEpoch: 0, endOffset: 3 },
     ]);
   });
