@@ -174,6 +174,25 @@ describe("OffsetForLeaderEpoch", () => {
     ]);
   });
 
+  test("a partition refused at open for damaged data: KAFKA_STORAGE_ERROR", async () => {
+    await ensureTopic();
+    const partitions = broker.broker.services.partitions;
+    const original = partitions.refusal;
+    // As partitions.ts records a refusal: the answer must not read the partition.
+    partitions.refusal = (topic, partition) =>
+      topic === TOPIC && partition === 1
+        ? { partition: `${TOPIC}-1`, file: "00000000000000000000.log", position: 0, offset: 0, reason: "test", foundBy: "open", foundAtMs: 0, refused: true }
+        : original.call(partitions, topic, partition);
+    try {
+      expect(await offsetForLeaderEpoch(4, [{ partition: 1, leaderEpoch: 0 }, { partition: 0, leaderEpoch: 0 }])).toEqual([
+        { partition: 1, errorCode: ErrorCode.KAFKA_STORAGE_ERROR, leaderEpoch: -1, endOffset: -1 },
+        { partition: 0, errorCode: ErrorCode.NONE, leaderEpoch: 0, endOffset: 5 },
+      ]);
+    } finally {
+      partitions.refusal = original;
+    }
+  });
+
   test("current leader epoch older: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH; -1: no check", async () => {
     await ensureTopic();
     expect(await offsetForLeaderEpoch(4, [{ partition: 0, currentLeaderEpoch: 1, leaderEpoch: 0 }])).toEqual([
