@@ -274,13 +274,14 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       // Topic and config changes are durable before they are answered; the logs flush and write their
       // producer-state snapshots as they close. The group coordinator answers its parked requests and
       // waits for its offset writes. The transaction coordinator goes first: its requests and passes in flight
-      // still use the offset store and the partitions.
+      // still use the offset store and the partitions. The scrubber stops first: it reads the stores'
+      // files and may rewrite a slot, which must not meet a store that is closing.
+      await scrubber.stop();
       await markerWatcher.stop();
       await fenceWatcher.stop();
       await txn.close();
       await fenceLog.close();
       await groups.close();
-      await scrubber.stop();
       await cleaner.stop();
       await partitions.close();
     },

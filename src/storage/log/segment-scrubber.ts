@@ -6,7 +6,9 @@
  * still looked at within one pass.
  *
  * What it finds goes into the damage registry (segment-damage.ts), which logs each damage once and which
- * Fetch, /ready and /metrics read. It only reads: damaged files are left exactly as they are.
+ * Fetch, /ready and /metrics read. Segments it only reads: damaged ones are left exactly as they are.
+ * After each pass it has the slot stores check their files against memory (`VerifiedStore.verify`) and
+ * rewrite a damaged slot from memory (`repair`), which still holds every acknowledged write.
  *
  * It stays out of the way of the broker's own work: reads of at most `chunkBytes`, each an await (other
  * requests run between them), paced to the rate; only what is fsynced of the active segment; and a
