@@ -354,7 +354,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
         hasError = true;
         continue;
       }
-      const damage = read.kind === "damaged" ? read.damage : read.damage;
+      const damage = read.damage;
       if (damage !== undefined) partitions.damage.record({ partition: `${partition.topic}-${partition.partition}`, ...damage, foundBy: "read" });
       if (read.kind === "damaged") {
         out.push({ ...base, errorCode: ErrorCode.KAFKA_STORAGE_ERROR });

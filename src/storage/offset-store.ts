@@ -73,7 +73,7 @@ import type { Fs } from "../platform/fs.ts";
 import { OFFSET_SLOT_BYTES_MAX, OffsetSlot, type OffsetSlotDraft } from "../domain/groups/offsets.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
 import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
-import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
+import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, verifySlots, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
 import {
   applyGroupDelta,
   bodyFromSlot,
@@ -408,32 +408,7 @@ export class OffsetStore {
    * background scrubber: it reads every written slot's files whole.
    */
   async verify(): Promise<StateVerifyReport> {
-    let checked = 0;
-    let skipped = 0;
-    const problems: CorruptStateError[] = [];
-    for (const slot of this.slots) {
-      if (!slot.loaded) continue;
-      const generation = slot.generation;
-      const journal = slot.journal;
-      const mark = journal.mark();
-      // Never written (at most a header left by a first write that crashed): nothing to check.
-      if (mark === undefined || generation === 0) continue;
-      // A released slot gets a new journal, so the identity check also skips a slot released meanwhile.
-      const unchanged = () => slot.loaded && !slot.folding && slot.generation === generation && slot.journal === journal && journal.header?.generation === generation;
-      if (!unchanged()) {
-        skipped += 1;
-        continue;
-      }
-      try {
-        await this.verifySlot(slot, generation, mark);
-        checked += 1;
-      } catch (error) {
-        if (!unchanged()) skipped += 1;
-        else if (error instanceof CorruptStateError) problems.push(error);
-        else throw error;
-      }
-    }
-    return { checked, skipped, problems };
+    return await verifySlots(this.slots, (slot, generation, mark) => this.verifySlot(slot, generation, mark));
   }
 
   /**

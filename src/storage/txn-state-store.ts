@@ -63,7 +63,7 @@ import { PREPARE_STATES, compareStrings, parseTxnEntry, type TxnEntry } from "..
 import type { Fs } from "../platform/fs.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
 import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
-import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
+import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, verifySlots, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const TXN_SLOT_FORMAT = "txn-state-slot";
@@ -381,31 +381,7 @@ export class TxnStateStore {
    * background scrubber: it reads every loaded slot's files whole.
    */
   async verify(): Promise<StateVerifyReport> {
-    let checked = 0;
-    let skipped = 0;
-    const problems: CorruptStateError[] = [];
-    for (const slot of this.slots) {
-      if (!slot.loaded) continue;
-      const journal = slot.journal;
-      const generation = slot.generation;
-      const mark = journal.mark();
-      const unchanged = () => slot.loaded && !slot.folding && slot.journal === journal && slot.generation === generation && journal.header?.generation === generation;
-      // Never written (at most a header left by a first write that crashed): nothing to check.
-      if (mark === undefined || generation === 0) continue;
-      if (!unchanged()) {
-        skipped += 1;
-        continue;
-      }
-      try {
-        await this.verifySlot(slot, generation, mark);
-        checked += 1;
-      } catch (error) {
-        if (!unchanged()) skipped += 1;
-        else if (error instanceof CorruptStateError) problems.push(error);
-        else throw error;
-      }
-    }
-    return { checked, skipped, problems };
+    return await verifySlots(this.slots, (slot, generation, mark) => this.verifySlot(slot, generation, mark));
   }
 
   /**
