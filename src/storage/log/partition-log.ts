@@ -81,7 +81,7 @@ import {
 import { cleanTmpFiles, ensureDir, fsyncDirOrDie, writeFileAtomic } from "../atomic-file.ts";
 import { basename, join } from "node:path";
 import { GroupCommit } from "./group-commit.ts";
-import { OffsetIndex, TimeIndex } from "./indexes.ts";
+import { OFFSET_INDEX_ENTRY_BYTES, OffsetIndex, TimeIndex } from "./indexes.ts";
 import { LOG_CHECKPOINT_FILE, loadLogCheckpoint, saveLogCheckpoint, type LogCheckpoint } from "./log-checkpoint.ts";
 import { CLEANER_CHECKPOINT_FILE, loadCleanerCheckpoint, saveCleanerCheckpoint, type CleanerCheckpoint } from "./cleaner-checkpoint.ts";
 import { describeBatchProblem, indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
@@ -919,6 +919,30 @@ export class PartitionLog {
     return segment.maxTimestampMs;
   }
 
+  /**
+   * The last entry of an offset index file, read alone: "empty" for an index without entries,
+   * "unusable" when the file is missing, not a whole number of entries, or its last entry is out of the
+   * segment's offset span (the full decode at first use judges such an index).
+   */
+  private async lastIndexEntry(path: string, offsetSpan: number): Promise<{ relOffset: number; position: number } | "empty" | "unusable"> {
+    const stat = await this.fs.stat(path);
+    if (stat === undefined || stat.isDirectory || stat.size % OFFSET_INDEX_ENTRY_BYTES !== 0) return "unusable";
+    if (stat.size === 0) return "empty";
+    const handle = await this.fs.open(path, "r");
+    let bytes: Uint8Array;
+    try {
+      bytes = await handle.read(OFFSET_INDEX_ENTRY_BYTES, stat.size - OFFSET_INDEX_ENTRY_BYTES);
+    } finally {
+      await handle.close();
+    }
+    if (bytes.length < OFFSET_INDEX_ENTRY_BYTES) return "unusable";
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const relOffset = view.getInt32(0);
+    const position = view.getInt32(4);
+    if (relOffset < 0 || relOffset >= offsetSpan || position < 0) return "unusable";
+    return { relOffset, position };
+  }
+
   private async readIfExists(path: string): Promise<Uint8Array | undefined> {
     const stat = await this.fs.stat(path);
     if (stat === undefined || stat.isDirectory) return undefined;
@@ -986,15 +1010,15 @@ export class PartitionLog {
     const span = segment.endOffset - segment.baseOffset;
     // The log cleaner may leave a segment with no batch at all; any other segment holds its offsets.
     if (segment.sizeBytes === 0) return cleaned || span === 0 ? undefined : "empty";
-    // An index that is unsound in itself is rebuilt when first used, as before (that scan refuses a
-    // damaged segment too); one that is sound but points past the end says the segment lost its end.
-    const indexBytes = await this.readIfExists(segment.indexPath);
-    const index = indexBytes === undefined ? "missing" : OffsetIndex.decode(indexBytes, Number.MAX_SAFE_INTEGER, span);
-    if (typeof index === "string") return undefined;
-    if (index.entries > 0 && index.lastPosition >= segment.sizeBytes) return `shorter (${segment.sizeBytes} bytes) than its offset index says`;
-    const lastEntry = index.entries - 1;
-    let position = lastEntry >= 0 ? index.positionAt(lastEntry) : 0;
-    let expected = lastEntry >= 0 ? segment.baseOffset + index.relOffsetAt(lastEntry) : cleaned ? -1 : segment.baseOffset;
+    // Only the index's last entry is read (an index of a full segment is megabytes, and start-up does
+    // this for every segment). An index that is unsound in itself is rebuilt when first used, as before
+    // (that scan refuses a damaged segment too); one whose last entry points past the end says the
+    // segment lost its end.
+    const last = await this.lastIndexEntry(segment.indexPath, span);
+    if (last === "unusable") return undefined;
+    if (last !== "empty" && last.position >= segment.sizeBytes) return `shorter (${segment.sizeBytes} bytes) than its offset index says`;
+    let position = last === "empty" ? 0 : last.position;
+    let expected = last !== "empty" ? segment.baseOffset + last.relOffset : cleaned ? -1 : segment.baseOffset;
     const handle = await this.acquire(segment);
     try {
       let window: Uint8Array = EMPTY;
