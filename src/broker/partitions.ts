@@ -211,8 +211,7 @@ export class PartitionManager {
       if (error instanceof CorruptStateError) {
         const dir = join(this.config.dataDir, key);
         const file = error.path.startsWith(dir + "/") ? error.path.slice(dir.length + 1) : error.path;
-        const prefix = `${error.path}: `;
-        const reason = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+        const reason = error.reason;
         this.damage.record({ partition: key, file, position: positionIn(reason), offset: -1, reason, foundBy: "open", refused: true });
       }
     });

@@ -15,7 +15,11 @@ export class ConfigError extends Error {
 /** A persisted file that fails its version or checksum check. Never replaced by empty state. */
 export class CorruptStateError extends Error {
   override readonly name = "CorruptStateError";
-  constructor(readonly path: string, reason: string) {
+  constructor(
+    readonly path: string,
+    /** What is wrong with the file, without its path (the message is `<path>: <reason>`). */
+    readonly reason: string,
+  ) {
     super(`${path}: ${reason}`);
   }
 }

@@ -1135,8 +1135,7 @@ export class PartitionLog {
       // The walk to the fetch offset found bytes that are not batches (an index rebuild refused the
       // segment, a length ran past its end): damage that the read cannot place on one batch.
       if (!(error instanceof CorruptStateError)) throw error;
-      const prefix = `${error.path}: `;
-      const reason = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+      const reason = error.reason;
       // The errors of the walk and of a scan name the position (and the offset) of the first bad batch.
       const position = /at position (\d+)/.exec(reason)?.[1];
       const offset = /\(offset (\d+)\)/.exec(reason)?.[1];

@@ -190,9 +190,7 @@ export class SegmentScrubber {
       const report = await store.verify();
       this.stats.stateSlotsChecked += report.checked;
       for (const problem of report.problems) {
-        const prefix = `${problem.path}: `;
-        const reason = problem.message.startsWith(prefix) ? problem.message.slice(prefix.length) : problem.message;
-        const finding = this.opts.damage.recordStateFile({ store: store.name, file: problem.path, reason });
+        const finding = this.opts.damage.recordStateFile({ store: store.name, file: problem.path, reason: problem.reason });
         if (finding === undefined) continue;
         this.stats.stateFileDamageFound++;
         if (await store.repair(problem.path)) {
