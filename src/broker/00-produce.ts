@@ -2,7 +2,9 @@
  * Produce (key 0), versions 3-11 (RecordBatch v2 only; Apache 4.x serves 3+ as well).
  *
  * Per partition: the topic and partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and be led here
- * (NOT_LEADER_OR_FOLLOWER); the record set must be exactly one sound v2 batch (CORRUPT_MESSAGE for framing
+ * (NOT_LEADER_OR_FOLLOWER), with this broker allowed to act at its leader epoch both before the append and
+ * again once it is written or durable, before it is acknowledged (cluster mode: the lease is still valid;
+ * docs/architecture.md, "Ownership and cluster mode"); the record set must be exactly one sound v2 batch (CORRUPT_MESSAGE for framing
  * and CRC, MESSAGE_TOO_LARGE above max.message.bytes, INVALID_RECORD for control batches from clients and
  * count mismatches, UNSUPPORTED_COMPRESSION_TYPE for zstd before v7). Idempotent batches are classified
  * against the producer's window before append: a retry is answered with its original offset and nothing is
@@ -17,7 +19,7 @@
  * is written; acks=-1 once it is durable (fsync,
  * shared by every append that arrived meanwhile). Any other acks is INVALID_REQUIRED_ACKS for every
  * partition. By version: v5+ carries the log start offset, v8+ per-batch record errors and an error
- * message, v10+ tagged leader hints (not sent: the leader never moves away from a live single broker).
+ * message, v10+ tagged leader hints (not sent: clients refresh their metadata on NOT_LEADER_OR_FOLLOWER).
  * The records inside the batch are checked as Apache's LogValidator checks them (INVALID_RECORD, with
  * record errors for keyless records on a compacted topic; INVALID_TIMESTAMP for CreateTime records outside
  * message.timestamp.before/after.max.ms of now), and a topic whose compression.type names a codec stores
@@ -33,6 +35,7 @@ import type {
 import { prepareProducedBatch } from "../protocol/records/produce-validation.ts";
 import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
 import { CloseConnection, type Handler } from "./handler.ts";
+import { NO_LEADER_EPOCH, partitionLeadership } from "./partition-leadership.ts";
 import type { BrokerServices } from "./services.ts";
 
 interface PartitionAnswer {
@@ -41,7 +44,15 @@ interface PartitionAnswer {
   written?: Promise<void>;
   /** ... and this partition's log, for the acks=-1 fsync. */
   flush?: () => Promise<void>;
+  /**
+   * The answer instead of the acknowledgement when this broker no longer leads the partition at the epoch
+   * it appended under, asked once the append is written (acks=1) or durable (acks=-1): a lease that lapsed
+   * meanwhile means a successor may have taken over, so the answer is a retriable error.
+   */
+  deposed?: () => ProduceResponse_PartitionProduceResponseInit | undefined;
 }
+
+const NOT_LEADER_MESSAGE = "This server is not the leader for that topic-partition.";
 
 const failure = (index: number, errorCode: number, errorMessage: string | null): ProduceResponse_PartitionProduceResponseInit => ({
   index,
@@ -82,9 +93,13 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
     if (!topic || index < 0 || index >= topic.partitions) {
       return { response: failure(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.") };
     }
-    if (ownership.partitionLeader(topicName, index) !== ownership.selfId) {
-      return { response: failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.") };
+    // Led here at an epoch, and this broker may still act at it (in cluster mode: its lease is valid by its
+    // own clock). Checked again once the append is written or durable, before it is acknowledged.
+    const leadership = partitionLeadership(ownership, topicName, index, NO_LEADER_EPOCH);
+    if (leadership.kind !== "leader" || !ownership.mayAct({ kind: "partition", topic: topicName, partition: index }, leadership.epoch)) {
+      return { response: failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, NOT_LEADER_MESSAGE) };
     }
+    const leaderEpoch = leadership.epoch;
     const config = resolveTopicConfigWithDefaults(topic.configs, services.config.topicConfigDefaults);
     const produced = records ?? new Uint8Array(0);
     const validation = validateProduceRecordSet(produced, { maxBatchBytes: config.maxMessageBytes });
@@ -131,8 +146,12 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       recordErrors: [],
       errorMessage: null,
     };
-    if (outcome.kind === "duplicate") return { response, flush: () => partition.log.flush() };
-    return { response, written: outcome.written, flush: () => partition.log.flush() };
+    const deposed = () =>
+      ownership.mayAct({ kind: "partition", topic: topicName, partition: index }, leaderEpoch)
+        ? undefined
+        : failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, NOT_LEADER_MESSAGE);
+    if (outcome.kind === "duplicate") return { response, flush: () => partition.log.flush(), deposed };
+    return { response, written: outcome.written, flush: () => partition.log.flush(), deposed };
   };
 
   return {
@@ -157,6 +176,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       await Promise.all(all.map((a) => a.written));
       // A duplicate is acknowledged like the original would be: after the data it points at is durable.
       if (acks === -1) await Promise.all(all.map((a) => a.flush?.()));
+      for (const answer of all) answer.response = answer.deposed?.() ?? answer.response;
       if (acks === 0) {
         if (all.some((a) => a.response.errorCode !== ErrorCode.NONE)) {
           throw new CloseConnection("acks=0 produce failed on some partition: closing the connection so the producer notices");
