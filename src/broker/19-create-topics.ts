@@ -10,6 +10,10 @@
  * -> INVALID_CONFIG. validateOnly checks without creating. v5+ answers the partition count, replication
  * factor and every topic config with its source, the topic's own values as given (as Apache does);
  * v7+ the topic id.
+ * The whole request runs under the metadata gate (metadata-mutations.ts): in cluster mode, the checks
+ * read the topics as they are in the shared files, so two brokers creating the same name at once answer
+ * one success and one TOPIC_ALREADY_EXISTS. A gate that cannot be taken answers REQUEST_TIMED_OUT
+ * (retriable) for every topic, and nothing is created.
  * Deliberately not done: create-topic policies and controller mutation quotas (no THROTTLING_QUOTA_EXCEEDED).
  */
 import { topicConfigProblems } from "../domain/topic-config.ts";
@@ -22,6 +26,7 @@ import type {
 } from "../protocol/generated/create-topics-response.ts";
 import { createdTopicConfigs } from "./32-describe-configs.ts";
 import type { Handler } from "./handler.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
 export function createTopicsHandler(services: BrokerServices): Handler<CreateTopicsRequest, CreateTopicsResponseInit> {
@@ -113,39 +118,46 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     apiKey: 19,
     minVersion: 0,
     maxVersion: 7,
-    async handle(request) {
-      const counts = new Map<string, number>();
-      for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
-      const results: CreateTopicsResponse_CreatableTopicResultInit[] = [];
-      for (const topic of request.topics) {
-        if (counts.get(topic.name)! > 1) {
-          results.push(
-            failure(topic.name, ErrorCode.INVALID_REQUEST, "Create topics request from client contains multiple entries for the topic."),
-          );
-          continue;
-        }
-        const checked = check(topic);
-        if (typeof checked !== "number") {
-          results.push(checked);
-          continue;
-        }
-        const configs = ownConfigs(topic);
-        if (request.validateOnly) {
-          results.push(success(topic.name, "00000000-0000-0000-0000-000000000000", checked, configs));
-          continue;
-        }
-        const created = await topics.create({ name: topic.name, partitions: checked, configs });
-        if (!created.ok) {
-          results.push(failure(topic.name, ErrorCode[created.error], created.message));
-          continue;
-        }
-        services.log.info("created topic", { topic: topic.name, partitions: checked, topicId: created.topic.topicId });
-        results.push(success(topic.name, created.topic.topicId, checked, configs));
-      }
-      return { throttleTimeMs: 0, topics: results };
+    handle(request) {
+      return underGate(services, "CreateTopics", () => create(request), (reason) => ({
+        throttleTimeMs: 0,
+        topics: request.topics.map((t) => failure(t.name, ErrorCode.REQUEST_TIMED_OUT, reason)),
+      }));
     },
     errorResponse(request, errorCode) {
       return { topics: request.topics.map((t) => failure(t.name, errorCode, null)) };
     },
   };
+
+  async function create(request: CreateTopicsRequest): Promise<CreateTopicsResponseInit> {
+    const counts = new Map<string, number>();
+    for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
+    const results: CreateTopicsResponse_CreatableTopicResultInit[] = [];
+    for (const topic of request.topics) {
+      if (counts.get(topic.name)! > 1) {
+        results.push(
+          failure(topic.name, ErrorCode.INVALID_REQUEST, "Create topics request from client contains multiple entries for the topic."),
+        );
+        continue;
+      }
+      const checked = check(topic);
+      if (typeof checked !== "number") {
+        results.push(checked);
+        continue;
+      }
+      const configs = ownConfigs(topic);
+      if (request.validateOnly) {
+        results.push(success(topic.name, "00000000-0000-0000-0000-000000000000", checked, configs));
+        continue;
+      }
+      const created = await topics.create({ name: topic.name, partitions: checked, configs });
+      if (!created.ok) {
+        results.push(failure(topic.name, ErrorCode[created.error], created.message));
+        continue;
+      }
+      services.log.info("created topic", { topic: topic.name, partitions: checked, topicId: created.topic.topicId });
+      results.push(success(topic.name, created.topic.topicId, checked, configs));
+    }
+    return { throttleTimeMs: 0, topics: results };
+  }
 }

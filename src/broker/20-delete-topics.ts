@@ -5,6 +5,9 @@
  * UNKNOWN_TOPIC_OR_PARTITION, unknown id -> UNKNOWN_TOPIC_ID; a topic named by both must match, else
  * INVALID_REQUEST. The topic store renames the partition directories before forgetting the topic, so a
  * topic re-created with the same name never sees the old data.
+ * The whole request runs under the metadata gate (metadata-mutations.ts), reading the topics as they are
+ * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
+ * (retriable) for every topic, and nothing is deleted.
  * Deliberately not done: delete.topic.enable=false (deletion is always allowed), mutation quotas.
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -15,6 +18,7 @@ import type {
   DeleteTopicsResponse_DeletableTopicResultInit,
 } from "../protocol/generated/delete-topics-response.ts";
 import type { Handler } from "./handler.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
 interface Target {
@@ -34,39 +38,11 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
     apiKey: 20,
     minVersion: 0,
     maxVersion: 6,
-    async handle(request, ctx) {
-      const responses: DeleteTopicsResponse_DeletableTopicResultInit[] = [];
-      for (const target of targets(request, ctx.apiVersion)) {
-        const byId = target.topicId !== ZERO_UUID ? topics.getById(target.topicId) : undefined;
-        const topic = target.name !== null ? topics.get(target.name) : byId;
-        const answer = (errorCode: number, errorMessage: string | null) =>
-          responses.push({ name: target.name ?? topic?.name ?? null, topicId: topic?.topicId ?? target.topicId, errorCode, errorMessage });
-        if (target.name === null && target.topicId === ZERO_UUID) {
-          answer(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.");
-        } else if (target.name !== null && target.topicId !== ZERO_UUID) {
-          answer(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.");
-        } else if (!topic) {
-          answer(
-            target.name === null ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            target.name === null ? "This server does not host this topic ID." : "This server does not host this topic-partition.",
-          );
-        } else {
-          // Close the partitions first, and keep them closed: their directories are renamed away by the delete.
-          // closeTopic waits for every close of the topic's partitions, including those a concurrent delete
-          // of the same topic started; topicDeleted ends it whatever happens.
-          const deleted = await services.partitions
-            .closeTopic(topic.name)
-            .then(() => topics.delete(topic.name))
-            .finally(() => services.partitions.topicDeleted(topic.name));
-          if (deleted.ok) {
-            services.log.info("deleted topic", { topic: topic.name, topicId: topic.topicId });
-            answer(ErrorCode.NONE, null);
-          } else {
-            answer(ErrorCode[deleted.error], deleted.message);
-          }
-        }
-      }
-      return { throttleTimeMs: 0, responses };
+    handle(request, ctx) {
+      return underGate(services, "DeleteTopics", () => remove(request, ctx.apiVersion), (reason) => ({
+        throttleTimeMs: 0,
+        responses: targets(request, ctx.apiVersion).map((t) => ({ name: t.name, topicId: t.topicId, errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
+      }));
     },
     errorResponse(request, errorCode, version) {
       return {
@@ -74,4 +50,39 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
       };
     },
   };
+
+  async function remove(request: DeleteTopicsRequest, apiVersion: number): Promise<DeleteTopicsResponseInit> {
+    const responses: DeleteTopicsResponse_DeletableTopicResultInit[] = [];
+    for (const target of targets(request, apiVersion)) {
+      const byId = target.topicId !== ZERO_UUID ? topics.getById(target.topicId) : undefined;
+      const topic = target.name !== null ? topics.get(target.name) : byId;
+      const answer = (errorCode: number, errorMessage: string | null) =>
+        responses.push({ name: target.name ?? topic?.name ?? null, topicId: topic?.topicId ?? target.topicId, errorCode, errorMessage });
+      if (target.name === null && target.topicId === ZERO_UUID) {
+        answer(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.");
+      } else if (target.name !== null && target.topicId !== ZERO_UUID) {
+        answer(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.");
+      } else if (!topic) {
+        answer(
+          target.name === null ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+          target.name === null ? "This server does not host this topic ID." : "This server does not host this topic-partition.",
+        );
+      } else {
+        // Close the partitions first, and keep them closed: their directories are renamed away by the delete.
+        // closeTopic waits for every close of the topic's partitions, including those a concurrent delete
+        // of the same topic started; topicDeleted ends it whatever happens.
+        const deleted = await services.partitions
+          .closeTopic(topic.name)
+          .then(() => topics.delete(topic.name))
+          .finally(() => services.partitions.topicDeleted(topic.name));
+        if (deleted.ok) {
+          services.log.info("deleted topic", { topic: topic.name, topicId: topic.topicId });
+          answer(ErrorCode.NONE, null);
+        } else {
+          answer(ErrorCode[deleted.error], deleted.message);
+        }
+      }
+    }
+    return { throttleTimeMs: 0, responses };
+  }
 }

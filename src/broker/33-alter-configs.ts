@@ -39,6 +39,7 @@ import {
   staticBrokerConfigsProblem,
 } from "./config-changes.ts";
 import type { Handler } from "./handler.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
 type Resource = AlterConfigsRequest_AlterConfigsResource;
@@ -92,7 +93,13 @@ export function alterConfigsHandler(
     minVersion: 0,
     maxVersion: 2,
     handle(request) {
-      return changes.serialize(() => run(request));
+      // In turn with IncrementalAlterConfigs here, and under the metadata gate across the cluster.
+      return changes.serialize(() =>
+        underGate(services, "AlterConfigs", () => run(request), (reason) => ({
+          throttleTimeMs: 0,
+          responses: request.resources.map((r) => answerFor(r, { errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
+        })),
+      );
     },
     errorResponse(request, errorCode) {
       return { throttleTimeMs: 0, responses: request.resources.map((r) => answerFor(r, { errorCode, errorMessage: null })) };

@@ -14,6 +14,10 @@
  *
  * By version: v0 and v1 are the same; v2 is flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED in Apache.
  *
+ * The whole request runs under the metadata gate (metadata-mutations.ts), reading the topics as they are
+ * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
+ * (retriable) for every topic, and nothing is changed.
+ *
  * Deliberately not done: controller mutation quotas (never THROTTLING_QUOTA_EXCEEDED); timeoutMs is
  * ignored because the change is complete when answered; a manual assignment is validated but not stored,
  * because partition leadership comes from the ownership port (docs/architecture.md, "Ownership and cluster
@@ -30,6 +34,7 @@ import type {
 } from "../protocol/generated/create-partitions-response.ts";
 import { PARTITIONS_PER_TOPIC_MAX, type TopicRecord } from "../storage/topic-store.ts";
 import type { Handler } from "./handler.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
 /** Every partition bunka creates has one replica (the data lives once, on the shared volume). */
@@ -113,37 +118,44 @@ export function createPartitionsHandler(services: BrokerServices): Handler<Creat
     apiKey: 37,
     minVersion: 0,
     maxVersion: 3,
-    async handle(request) {
-      const counts = new Map<string, number>();
-      for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
-      const results: Result[] = [];
-      for (const [name, n] of counts) if (n > 1) results.push(result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."));
-
-      for (const t of request.topics) {
-        if (counts.get(t.name)! > 1) continue;
-        const refused = check(topics.get(t.name), t.name, t.count, t.assignments);
-        if (refused !== null) {
-          results.push(refused);
-          continue;
-        }
-        if (request.validateOnly) {
-          results.push(result(t.name, ErrorCode.NONE, null));
-          continue;
-        }
-        // The store repeats the count checks under its serial queue, so a concurrent change between the
-        // check above and this call is still answered correctly (with the store's wording).
-        const changed = await topics.addPartitions(t.name, t.count);
-        if (!changed.ok) {
-          results.push(result(t.name, ErrorCode[changed.error], changed.message));
-          continue;
-        }
-        services.log.info("added partitions", { topic: t.name, partitions: t.count });
-        results.push(result(t.name, ErrorCode.NONE, null));
-      }
-      return { throttleTimeMs: 0, results };
+    handle(request) {
+      return underGate(services, "CreatePartitions", () => grow(request), (reason) => ({
+        throttleTimeMs: 0,
+        results: [...new Set(request.topics.map((t) => t.name))].map((name) => result(name, ErrorCode.REQUEST_TIMED_OUT, reason)),
+      }));
     },
     errorResponse(request, errorCode) {
       return { throttleTimeMs: 0, results: request.topics.map((t) => result(t.name, errorCode, null)) };
     },
   };
+
+  async function grow(request: CreatePartitionsRequest): Promise<CreatePartitionsResponseInit> {
+    const counts = new Map<string, number>();
+    for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
+    const results: Result[] = [];
+    for (const [name, n] of counts) if (n > 1) results.push(result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."));
+
+    for (const t of request.topics) {
+      if (counts.get(t.name)! > 1) continue;
+      const refused = check(topics.get(t.name), t.name, t.count, t.assignments);
+      if (refused !== null) {
+        results.push(refused);
+        continue;
+      }
+      if (request.validateOnly) {
+        results.push(result(t.name, ErrorCode.NONE, null));
+        continue;
+      }
+      // The store repeats the count checks under its serial queue, so a concurrent change between the
+      // check above and this call is still answered correctly (with the store's wording).
+      const changed = await topics.addPartitions(t.name, t.count);
+      if (!changed.ok) {
+        results.push(result(t.name, ErrorCode[changed.error], changed.message));
+        continue;
+      }
+      services.log.info("added partitions", { topic: t.name, partitions: t.count });
+      results.push(result(t.name, ErrorCode.NONE, null));
+    }
+    return { throttleTimeMs: 0, results };
+  }
 }

@@ -21,9 +21,10 @@
  *
  * By version: v1 is v0 made flexible.
  *
- * Deliberately not done: authorization, alter-config policies, per-listener broker configs, and pushing
- * a cluster-wide default to other brokers sharing the data directory while they run (they read it when
- * they start). Apache answers UNKNOWN_SERVER_ERROR for an unknown operation on a topic; bunka answers
+ * A change to broker configs is announced to the other brokers sharing the data directory in cluster
+ * mode (metadata-mutations.ts), which read the file again, so a cluster-wide default reaches them at once.
+ *
+ * Deliberately not done: authorization, alter-config policies, per-listener broker configs. Apache answers UNKNOWN_SERVER_ERROR for an unknown operation on a topic; bunka answers
  * INVALID_REQUEST, as Apache does for the same mistake on a broker resource.
  */
 import {
@@ -55,6 +56,7 @@ import {
   staticBrokerConfigsProblem,
 } from "./config-changes.ts";
 import type { Handler } from "./handler.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
 /** Apache's AlterConfigOp.OpType ids. */
@@ -230,8 +232,14 @@ export function incrementalAlterConfigsHandler(
     minVersion: 0,
     maxVersion: 1,
     handle(request) {
-      // One request at a time (shared with AlterConfigs): each merges with the configs it read.
-      return changes.serialize(() => run(request));
+      // One request at a time (shared with AlterConfigs): each merges with the configs it read. Across
+      // the cluster, under the metadata gate, which reads the files again first.
+      return changes.serialize(() =>
+        underGate(services, "IncrementalAlterConfigs", () => run(request), (reason) => ({
+          throttleTimeMs: 0,
+          responses: request.resources.map((r) => answerFor(r, { errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
+        })),
+      );
     },
     errorResponse(request, errorCode) {
       return {

@@ -22,7 +22,9 @@
  *   answer, then services.config.topicConfigDefaults and services.config.cleaner are replaced, so topics
  *   without their own value and the cleaner follow it at once.
  * Changes run one at a time across both APIs: each merges with the configs it read, so two overlapping
- * changes to one resource could otherwise lose one.
+ * changes to one resource could otherwise lose one. Across the brokers of a cluster they also run under
+ * the metadata gate (metadata-mutations.ts), which reads the topic and broker config files again first;
+ * `reloadBrokerConfigs` is how a broker takes up broker configs another broker changed.
  */
 import {
   cleanerReconfigurationProblem,
@@ -37,6 +39,20 @@ import { configTopicNameProblem, parseBrokerId } from "./32-describe-configs.ts"
 import type { BrokerServices } from "./services.ts";
 
 export type Outcome = { errorCode: number; errorMessage: string | null };
+
+/**
+ * Reads the dynamic broker configs again (another broker sharing the data directory may have changed
+ * them) and, when they differ, makes the running broker follow them as a change made here would:
+ * config.topicConfigDefaults and config.cleaner are replaced. Resolves whether they changed.
+ */
+export async function reloadBrokerConfigs(services: Pick<BrokerServices, "brokerConfigs" | "config" | "log">): Promise<boolean> {
+  const { brokerConfigs, config, log } = services;
+  if (!(await brokerConfigs.refresh())) return false;
+  config.topicConfigDefaults = brokerConfigs.topicDefaults();
+  config.cleaner = brokerConfigs.cleaner();
+  log.info("read broker configs changed by another broker", { clusterDefault: brokerConfigs.get({ kind: "cluster" }), own: brokerConfigs.get({ kind: "broker", brokerId: brokerConfigs.brokerId }) });
+  return true;
+}
 
 export const OK: Outcome = { errorCode: ErrorCode.NONE, errorMessage: null };
 export const refuse = (errorCode: number, errorMessage: string): Outcome => ({ errorCode, errorMessage });

@@ -13,6 +13,7 @@ import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { LogCleanerService } from "./log-cleaner-service.ts";
+import type { MetadataMutations } from "./metadata-mutations.ts";
 import type { PartitionManager } from "./partitions.ts";
 import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
@@ -41,6 +42,12 @@ export interface BrokerServices {
   txn: TxnCoordinator;
   /** Incremental fetch sessions (KIP-227), shared by every connection. */
   fetchSessions: FetchSessionCache;
+  /**
+   * The gate every topic and broker-config change runs under (broker/metadata-mutations.ts). Absent:
+   * single-broker mode, changes run at once. Cluster mode installs one (startClusterMetadata); handlers
+   * read it at each request, so it may be installed after the broker is built.
+   */
+  mutations?: MetadataMutations;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

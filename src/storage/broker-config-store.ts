@@ -15,6 +15,10 @@
  * the disk, so every later change fails until a restart reloads the file. A file that exists but fails
  * its checks is a CorruptStateError at open, never an empty configuration: silently forgetting an
  * operator's retention setting would delete data or keep it longer than promised.
+ *
+ * Brokers sharing the data directory share the file. `refresh` reads it again when another broker
+ * changed it (announced through etcd, and before every change under the metadata gate, so that a change
+ * merges with the latest layers); `onChange` reports this store's own changes, so they can be announced.
  */
 import { join } from "node:path";
 import {
@@ -60,6 +64,7 @@ export class BrokerConfigStore {
   private body: BrokerConfigsBody;
   private tail: Promise<unknown> = Promise.resolve();
   private poisoned: unknown = undefined;
+  private readonly listeners: (() => void)[] = [];
   readonly path: string;
   readonly brokerId: number;
   readonly staticTopicDefaults: Readonly<Record<string, string>>;
@@ -117,9 +122,36 @@ export class BrokerConfigStore {
         throw error;
       }
       this.body = next;
+      for (const listener of [...this.listeners]) listener();
     });
     this.tail = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Reads the file again, in turn with this store's changes, because another broker sharing the data
+   * directory may have changed it. Resolves whether anything differs from what was held. A damaged file
+   * is a CorruptStateError naming it and the configs held are kept; a file gone (removed by hand) reads
+   * as no dynamic configs, as at open.
+   */
+  refresh(): Promise<boolean> {
+    const run = this.tail.then(async () => {
+      const body = (await loadState(this.fs, this.path, BROKER_CONFIGS_FORMAT, { current: BROKER_CONFIGS_VERSION, parse: parseBrokerConfigsBody })) ?? { clusterDefault: {}, brokers: {} };
+      if (sameBody(this.body, body)) return false;
+      this.body = body;
+      return true;
+    });
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Calls `listener` after each change this store makes is durable. Returns the function that stops it. */
+  onChange(listener: () => void): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const at = this.listeners.indexOf(listener);
+      if (at >= 0) this.listeners.splice(at, 1);
+    };
   }
 
   /**
@@ -175,6 +207,20 @@ function configsProblem(configs: Readonly<Record<string, unknown>>): string | nu
     if (problem !== null) return problem.reason;
   }
   return null;
+}
+
+function sameLayer(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
+}
+
+function sameBody(a: BrokerConfigsBody, b: BrokerConfigsBody): boolean {
+  const ids = Object.keys(a.brokers);
+  return (
+    sameLayer(a.clusterDefault, b.clusterDefault) &&
+    ids.length === Object.keys(b.brokers).length &&
+    ids.every((id) => Object.hasOwn(b.brokers, id) && sameLayer(a.brokers[id]!, b.brokers[id]!))
+  );
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

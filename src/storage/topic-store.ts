@@ -24,6 +24,14 @@
  *
  * `incarnation` starts at 1 and increases with every change to the record (partitions, configs), so
  * that brokers sharing the data directory can tell cheaply whether a cached copy is stale.
+ *
+ * Brokers sharing the data directory (cluster mode): the repairs of `open` (removing tmp files, stale
+ * and `-delete` directories, finishing interrupted deletes) would destroy the half-done work of another
+ * broker that is creating or deleting a topic at that moment. So in cluster mode `open` is told
+ * `cleanUpOrphans: false`, and `cleanUpOrphans()` is called later while the broker holds the cluster's
+ * metadata gate (broker/metadata-mutations.ts), under which no other broker changes topics.
+ * `refresh`/`refreshAll` read what other brokers changed; `onChange` reports every change, made here
+ * or read from the files.
  */
 import { join } from "node:path";
 import { topicConfigProblems } from "../domain/topic-config.ts";
@@ -75,6 +83,24 @@ export interface TopicStoreOptions {
   newTopicId?: () => string;
   /** Where recovery actions are reported (one line each); console.warn by default. */
   log?: (line: string) => void;
+  /**
+   * true (the default, single-broker mode): `open` repairs what a crash left (see the header). false
+   * (cluster mode): `open` only loads, and the caller runs `cleanUpOrphans()` under the metadata gate.
+   */
+  cleanUpOrphans?: boolean;
+}
+
+/**
+ * A change to the topics as this store sees it. `by` says whether this store made it ("this-broker") or
+ * read it from the files another broker wrote ("refresh"). A topic deleted and created again under the
+ * same name between two reads is reported as "deleted" then "created".
+ */
+export interface TopicStoreChange {
+  readonly topic: string;
+  readonly kind: "created" | "deleted" | "grown" | "reconfigured";
+  readonly by: "this-broker" | "refresh";
+  /** The record after the change; for "deleted", the record that was deleted. */
+  readonly record: TopicRecord;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -89,6 +115,8 @@ export class TopicStore {
   private readonly topicsDir: string;
   private readonly newTopicId: () => string;
   private readonly log: (line: string) => void;
+  private readonly listeners: ((change: TopicStoreChange) => void)[] = [];
+  private orphansCleaned = false;
 
   private constructor(
     private readonly fs: Fs,
@@ -109,8 +137,58 @@ export class TopicStore {
   static async open(fs: Fs, dataDir: string, clock: Clock, options: TopicStoreOptions = {}): Promise<TopicStore> {
     const store = new TopicStore(fs, dataDir, clock, options);
     await store.load();
-    await store.reconcileDirectories();
+    if (options.cleanUpOrphans !== false) await store.cleanUpOrphansNow();
     return store;
+  }
+
+  /**
+   * The repairs `open` does in single-broker mode (tmp files, stale and `-delete` directories, deletes
+   * interrupted after their commit point, live partitions whose directory is missing), for cluster mode:
+   * call it while holding the metadata gate, after reading the topics again, so that no other broker is
+   * half-way through a change it would undo. Runs in turn with the store's changes; a failed step poisons
+   * the store as a failed change does. Running it again is harmless (it finds nothing left).
+   */
+  cleanUpOrphans(): Promise<void> {
+    const run = this.tail.then(async () => {
+      if (this.poisoned !== undefined) throw new FatalError("the topic store failed earlier; restart to recover", { cause: this.poisoned });
+      try {
+        await this.cleanUpOrphansNow();
+      } catch (error) {
+        this.poisoned = error;
+        throw error;
+      }
+    });
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Whether the repairs of `cleanUpOrphans` have run (at open or since). */
+  get orphansCleanedUp(): boolean {
+    return this.orphansCleaned;
+  }
+
+  /**
+   * Tells `listener` about every later change (see TopicStoreChange), synchronously, once the change is
+   * durable (this broker's) or read (another's). Returns the function that stops it. A listener that
+   * throws is a bug in the listener; it is reported to the log and the others still hear the change.
+   */
+  onChange(listener: (change: TopicStoreChange) => void): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const at = this.listeners.indexOf(listener);
+      if (at >= 0) this.listeners.splice(at, 1);
+    };
+  }
+
+  /**
+   * Topics created, deleted or grown (partitions added), by this broker or read from another's change:
+   * what moves partitions between brokers, so the ownership manager runs a round on it. Config changes
+   * are not reported here (onChange has them).
+   */
+  onTopicsChanged(callback: (change: TopicStoreChange) => void): () => void {
+    return this.onChange((change) => {
+      if (change.kind !== "reconfigured") callback(change);
+    });
   }
 
   /** Every topic, in name order. */
@@ -160,6 +238,7 @@ export class TopicStore {
       await fsyncDirOrDie(this.fs, this.dataDir, `after creating the partition directories of ${name}`);
       await this.saveTopic(topic);
       this.remember(topic);
+      this.emit({ topic: name, kind: "created", by: "this-broker", record: topic });
       return { ok: true, topic };
     });
   }
@@ -183,6 +262,7 @@ export class TopicStore {
       await fsyncDirOrDie(this.fs, this.topicsDir, `after removing ${this.topicFile(name)}`);
       for (const dir of doomed) await this.fs.rmrf(dir);
       if (doomed.length > 0) await fsyncDirOrDie(this.fs, this.dataDir, `after removing the partitions of ${name}`);
+      this.emit({ topic: name, kind: "deleted", by: "this-broker", record: topic });
       return { ok: true, topic };
     });
   }
@@ -206,6 +286,7 @@ export class TopicStore {
       await fsyncDirOrDie(this.fs, this.dataDir, `after creating new partition directories of ${name}`);
       await this.saveTopic(updated);
       this.remember(updated);
+      this.emit({ topic: name, kind: "grown", by: "this-broker", record: updated });
       return { ok: true, topic: updated };
     });
   }
@@ -220,6 +301,7 @@ export class TopicStore {
       const updated = freeze({ ...topic, configs: { ...configs }, incarnation: topic.incarnation + 1 });
       await this.saveTopic(updated);
       this.remember(updated);
+      this.emit({ topic: name, kind: "reconfigured", by: "this-broker", record: updated });
       return { ok: true, topic: updated };
     });
   }
@@ -232,29 +314,79 @@ export class TopicStore {
    * read does not poison the store, since nothing was written.
    */
   refresh(name: string): Promise<"created" | "changed" | "deleted" | "unchanged"> {
+    const run = this.tail.then(() => this.refreshOne(name));
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Reads every topic file again (those in the directory and those this store knows), as one step in
+   * turn with the store's changes: what a broker does before it changes topics in cluster mode, so that
+   * it decides on the latest state even if an announcement has not reached it yet. Stops at the first
+   * damaged file (CorruptStateError naming it); the topics read before it are current, the rest as they
+   * were.
+   */
+  refreshAll(): Promise<void> {
     const run = this.tail.then(async () => {
-      if (topicNameInvalidReason(name) !== null) return "unchanged" as const;
-      const path = this.topicFile(name);
-      const onDisk = await loadState(this.fs, path, TOPIC_FORMAT, { current: TOPIC_FORMAT_VERSION, parse: parseTopicRecord });
-      const known = this.byName.get(name);
-      if (onDisk === undefined) {
-        if (known === undefined) return "unchanged" as const;
-        this.forget(known);
-        return "deleted" as const;
+      await ensureDir(this.fs, this.topicsDir);
+      const names = new Set(this.byName.keys());
+      for (const entry of await this.fs.readdir(this.topicsDir)) {
+        if (entry.endsWith(".json")) names.add(entry.slice(0, -".json".length));
       }
-      if (onDisk.name !== name) throw new CorruptStateError(path, `holds topic ${JSON.stringify(onDisk.name)}, expected ${JSON.stringify(name)}`);
-      if (known !== undefined && known.topicId === onDisk.topicId && known.incarnation === onDisk.incarnation) return "unchanged" as const;
-      const twin = this.byId.get(onDisk.topicId);
-      if (twin !== undefined && twin.name !== name) throw new CorruptStateError(path, `topic id ${onDisk.topicId} is also used by topic ${JSON.stringify(twin.name)}`);
-      if (known !== undefined && known.topicId !== onDisk.topicId) this.forget(known);
-      this.remember(freeze(onDisk));
-      return known === undefined || known.topicId !== onDisk.topicId ? ("created" as const) : ("changed" as const);
+      for (const name of [...names].sort()) await this.refreshOne(name);
     });
     this.tail = run.catch(() => {});
     return run;
   }
 
   // ---- internals -------------------------------------------------------------------------------
+
+  private async refreshOne(name: string): Promise<"created" | "changed" | "deleted" | "unchanged"> {
+    if (topicNameInvalidReason(name) !== null) return "unchanged";
+    const path = this.topicFile(name);
+    const onDisk = await loadState(this.fs, path, TOPIC_FORMAT, { current: TOPIC_FORMAT_VERSION, parse: parseTopicRecord });
+    const known = this.byName.get(name);
+    if (onDisk === undefined) {
+      if (known === undefined) return "unchanged";
+      this.forget(known);
+      this.emit({ topic: name, kind: "deleted", by: "refresh", record: known });
+      return "deleted";
+    }
+    if (onDisk.name !== name) throw new CorruptStateError(path, `holds topic ${JSON.stringify(onDisk.name)}, expected ${JSON.stringify(name)}`);
+    if (known !== undefined && known.topicId === onDisk.topicId && known.incarnation === onDisk.incarnation) return "unchanged";
+    const twin = this.byId.get(onDisk.topicId);
+    if (twin !== undefined && twin.name !== name) throw new CorruptStateError(path, `topic id ${onDisk.topicId} is also used by topic ${JSON.stringify(twin.name)}`);
+    const record = freeze(onDisk);
+    if (known !== undefined && known.topicId !== record.topicId) {
+      this.forget(known);
+      this.emit({ topic: name, kind: "deleted", by: "refresh", record: known });
+    }
+    this.remember(record);
+    if (known === undefined || known.topicId !== record.topicId) {
+      this.emit({ topic: name, kind: "created", by: "refresh", record });
+      return "created";
+    }
+    this.emit({ topic: name, kind: record.partitions !== known.partitions ? "grown" : "reconfigured", by: "refresh", record });
+    return "changed";
+  }
+
+  private emit(change: TopicStoreChange): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(change);
+      } catch (error) {
+        this.log(`topic-store: a change listener failed on ${change.kind} ${change.topic}: ${String(error)}`);
+      }
+    }
+  }
+
+  private async cleanUpOrphansNow(): Promise<void> {
+    for (const name of await cleanTmpFiles(this.fs, this.topicsDir)) {
+      this.log(`topic-store: removed leftover tmp file ${join(this.topicsDir, name)}`);
+    }
+    await this.reconcileDirectories();
+    this.orphansCleaned = true;
+  }
 
   private mutate(operation: () => Promise<TopicChange>): Promise<TopicChange> {
     const run = this.tail.then(async () => {
@@ -274,9 +406,7 @@ export class TopicStore {
 
   private async load(): Promise<void> {
     await ensureDir(this.fs, this.topicsDir);
-    for (const name of await cleanTmpFiles(this.fs, this.topicsDir)) {
-      this.log(`topic-store: removed leftover tmp file ${join(this.topicsDir, name)}`);
-    }
+    // Leftover tmp files are removed by cleanUpOrphans: in cluster mode one may be another broker's write in flight.
     for (const entry of await this.fs.readdir(this.topicsDir)) {
       if (!entry.endsWith(".json")) continue;
       const path = join(this.topicsDir, entry);
@@ -311,6 +441,7 @@ export class TopicStore {
       this.forget(topic);
       await this.fs.unlink(this.topicFile(topic.name));
       await fsyncDirOrDie(this.fs, this.topicsDir, `after removing ${this.topicFile(topic.name)}`);
+      this.emit({ topic: topic.name, kind: "deleted", by: "this-broker", record: topic });
     }
 
     let removedAny = false;
