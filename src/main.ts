@@ -112,7 +112,7 @@ async function startBatchedSync(dataDir: string, log: Logger): Promise<WorkerSyn
  */
 async function connectToCluster(config: BrokerConfig, endpoints: readonly string[], fs: Fs, clock: Clock, log: Logger): Promise<ClusterMember> {
   const { clusterId } = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
-  return await ClusterMember.connect({ endpoints, clusterId, brokerId: config.brokerId, sessionTimeoutMs: config.brokerSessionTimeoutMs, clock, log, soleBroker: true });
+  return await ClusterMember.connect({ endpoints, clusterId, brokerId: config.brokerId, sessionTimeoutMs: config.brokerSessionTimeoutMs, clock, log });
 }
 
 async function serve(config: BrokerConfig): Promise<number> {
@@ -202,6 +202,10 @@ async function serve(config: BrokerConfig): Promise<number> {
     // /ready turns 503 first, so that load balancers stop sending work while the rest shuts down.
     queryPorts?.markStopping();
     (async () => {
+      // Cluster mode: everything this broker owns is closed and released while the listener still
+      // answers, so its clients get NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR, find the new owners and
+      // go on there, instead of waiting out the lease.
+      await clusterMember?.stopOwnership({ handOver: true });
       await kafka?.close();
       await http?.close();
       await broker.close();
@@ -315,6 +319,14 @@ async function serve(config: BrokerConfig): Promise<number> {
       log.error("leaving the cluster: this broker id is taken", { error: error.message });
       shutdown({ reason: "broker id taken" }, 2);
     });
+    // Registered: now this broker claims its share of the partitions and coordinator slots.
+    const owned = broker.owned!;
+    const manager = await clusterMember.startOwnership({
+      host: owned,
+      resources: (kind) => owned.resources(kind),
+      onMove: (move) => metrics.onOwnershipMove(move),
+    });
+    broker.useOwnership(manager);
   }
   if (stopIfAsked()) return await stopped;
   // Before the start-up line announces the broker: a script that sends SIGTERM as soon as it reads the
@@ -330,7 +342,6 @@ async function serve(config: BrokerConfig): Promise<number> {
   log.info("started", {
     mode: clusterStatus === undefined ? "single" : "cluster",
     ...(clusterStatus === undefined ? {} : { clusterId: broker.services.clusterId, etcd: clusterStatus.endpoints.join(","), members: memberIds }),
-    ...(memberIds.length > 1 ? { note: "more than one broker is live: ownership and routing across brokers are not built yet, so clients must use one broker" } : {}),
     version: VERSION,
     kafka: formatHostPort(kafka.host, kafka.port),
     http: formatHostPort(http.host, http.port),

@@ -5,7 +5,7 @@
  */
 import { FenceWatcher } from "../cluster/fence-watcher.ts";
 import { MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
-import { ClusterOwnership } from "../cluster/cluster-ownership.ts";
+import { ClusterOwnership, NOTHING_OWNED, type OwnershipSource } from "../cluster/cluster-ownership.ts";
 import { type BrokerEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
@@ -65,6 +65,7 @@ import { systemTimers, type Timers } from "../platform/timers.ts";
 import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
+import { OwnedResources } from "./owned-resources.ts";
 import { TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
 
 export interface BrokerDeps {
@@ -95,7 +96,10 @@ export interface BrokerDeps {
   onRecoveryProgress?: (done: number, total: number) => void;
   /**
    * Cluster mode: the live brokers from the directory in etcd, for Metadata and DescribeCluster
-   * (cluster/cluster-ownership.ts). Absent: single-broker mode.
+   * (cluster/cluster-ownership.ts). Absent: single-broker mode. In cluster mode the broker opens no
+   * partition and loads no coordinator slot at start: each is taken over when the ownership manager,
+   * started by the caller once the broker is registered, gives it this broker (`Broker.owned`,
+   * `Broker.useOwnership`).
    */
   liveBrokers?: () => readonly BrokerEndpoint[];
 }
@@ -106,6 +110,10 @@ export interface Broker {
   setAdvertisedListener(host: string, port: number): void;
   readonly services: BrokerServices;
   readonly registry: HandlerRegistry;
+  /** Cluster mode: what the ownership manager opens and closes here. Undefined in single-broker mode. */
+  readonly owned: OwnedResources | undefined;
+  /** Cluster mode: from now on, who owns what comes from `source` (the running ownership manager). */
+  useOwnership(source: OwnershipSource): void;
   close(): Promise<void>;
 }
 
@@ -126,8 +134,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
   config.cleaner = brokerConfigs.cleaner();
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
+  const clusterMode = deps.liveBrokers !== undefined;
   const partitions = new PartitionManager(fs, clock, log, config, topics);
-  await partitions.openAll(deps.onRecoveryProgress);
+  // Cluster mode recovers a partition when this broker takes it over, not at start.
+  if (!clusterMode) await partitions.openAll(deps.onRecoveryProgress);
   if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
   const cleanerThreads = deps.cleanerThreads
     ? new CleanerThreadPool({ fs, log, ioMaxBytesPerSecond: () => cleanerSettingsOf(config).ioMaxBytesPerSecond })
@@ -150,7 +160,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   });
   if (deps.scrubber !== false) scrubber.start();
   const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
-  const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers);
+  // Until useOwnership is called, a cluster-mode broker owns nothing: every partition and slot is elsewhere.
+  const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers, NOTHING_OWNED);
   const groups = await GroupCoordinator.open({
     fs,
     clock,
@@ -160,13 +171,14 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     options: {
       initialRebalanceDelayMs: config.groupInitialRebalanceDelayMs,
       offsetsRetentionMs: config.offsetsRetentionMs,
+      ...(clusterMode ? { loadAllSlotsAtStart: false } : {}),
       ...deps.groups,
     },
   });
   // The transaction coordinator: its slot store, the fence log peers read, the marker queue for partitions
   // other brokers lead. Its start-up recovery (entries found in Prepare*) runs in the background; until it
   // is done, transactional requests answer COORDINATOR_LOAD_IN_PROGRESS.
-  const txnStore = await TxnStateStore.open(fs, config.dataDir, { slotOf });
+  const txnStore = await TxnStateStore.open(fs, config.dataDir, { slotOf, explicitLoad: clusterMode });
   const fenceLog = await FenceLogWriter.open(fs, config.dataDir, config.brokerId);
   const markerQueue = new MarkerQueue(fs, config.dataDir);
   const txnPartitions = {
@@ -183,7 +195,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     markerQueue,
     clock,
     log,
-    options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...deps.txn },
+    options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...(clusterMode ? { loadAllSlotsAtStart: false } : {}), ...deps.txn },
     ...(deps.txnObserver === undefined ? {} : { observer: deps.txnObserver }),
   });
   await txn.start();
@@ -270,6 +282,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     },
     services,
     registry,
+    owned: clusterMode ? new OwnedResources({ topics, partitions, txn, groups }) : undefined,
+    useOwnership(source) {
+      if (!(ownership instanceof ClusterOwnership)) throw new Error("ownership moves only in cluster mode");
+      ownership.useSource(source);
+    },
     async close() {
       // Topic and config changes are durable before they are answered; the logs flush and write their
       // producer-state snapshots as they close. The group coordinator answers its parked requests and

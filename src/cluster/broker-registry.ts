@@ -90,6 +90,16 @@ export async function registerBroker(client: EtcdClient, clusterId: string, regi
   return { ...registration, leaseId, registeredRevision: existing.createRevision };
 }
 
+/**
+ * Removes this broker's registration while keeping its lease (a shutdown that hands over): the other
+ * brokers drop it from the live brokers at once, so their assignment gives its share to them and they
+ * claim each resource as soon as its owner key is released. Only a key held under `leaseId` is deleted.
+ */
+export async function deregisterBroker(client: EtcdClient, clusterId: string, brokerId: number, leaseId: bigint): Promise<void> {
+  const key = brokerKey(clusterId, brokerId);
+  await client.txn({ compare: [{ key, target: "lease", lease: leaseId }], success: [{ op: "delete", key }] });
+}
+
 /** The live brokers, and the revision they were read at (to watch from the next one). */
 export async function listBrokers(client: EtcdClient, clusterId: string): Promise<{ brokers: RegisteredBroker[]; revision: bigint }> {
   const answer = await client.range(brokersPrefix(clusterId), { prefix: true });

@@ -11,6 +11,8 @@
  *   holder's TTL (plus etcd's expiry slack), and the holder is a live duplicate when its key outlives
  *   that, or when its lease's remaining time goes up (someone keeps it alive).
  * - `join` grants the lease, registers under it and opens the directory.
+ * - `startOwnership` then runs the ownership manager (ownership-manager.ts), which claims this broker's
+ *   share of the partitions and slots and hands over what another broker should have.
  * Every failure of either is one ConfigError line (the CLI prints it and exits 2): the endpoints and why.
  *
  * Once running, a lapsed lease (etcd unreachable for longer than the TTL allows, or the lease gone) is
@@ -20,12 +22,14 @@ import { ConfigError, DecodeError, FatalError } from "../errors/errors.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { systemTimers, type Timers } from "../platform/timers.ts";
-import { BrokerDirectory, brokerMembership, DuplicateBrokerIdError, listBrokers, type RegisteredBroker } from "./broker-registry.ts";
+import { BrokerDirectory, brokerMembership, deregisterBroker, DuplicateBrokerIdError, type RegisteredBroker } from "./broker-registry.ts";
 import { brokerKey } from "./cluster-keys.ts";
 import { decodeBrokerRecord, type BrokerRegistration } from "./cluster-records.ts";
 import { EtcdClient } from "./etcd/etcd-client.ts";
 import { EtcdServerError, EtcdUnavailableError, type EndpointFailure } from "./etcd/etcd-errors.ts";
 import type { LeaseKeeper } from "./lease-keeper.ts";
+import { OwnershipManager, type OwnedResourceHost, type OwnershipManagerOptions } from "./ownership-manager.ts";
+import { OwnershipRecords } from "./ownership-records.ts";
 import type { BrokerEndpoint } from "./ownership.ts";
 
 /** How often a key held by an earlier process is read again while its lease runs out. */
@@ -50,13 +54,6 @@ export interface ClusterMemberOptions {
   /** Per attempt at one etcd endpoint; the client's default when absent. */
   requestTimeoutMs?: number;
   predecessorPollMs?: number;
-  /**
-   * Refuse to start while another broker of the cluster is live. Until partitions and coordinators move
-   * between brokers, two live brokers would both open, recover and write the same files of the shared
-   * data directory; the broker sets this, so that a second one is refused before it opens anything and
-   * can wait as a standby (docs/operations.md, "Cluster mode").
-   */
-  soleBroker?: boolean;
 }
 
 /** What the side-port and readiness report; plain data of this moment. */
@@ -127,6 +124,7 @@ export class ClusterMember implements ClusterStatusSource {
   private live: RegisteredBroker[] = [];
   private lapses = 0;
   private lapsedAtMs: number | undefined;
+  private manager: OwnershipManager | undefined;
   private failure: Error | undefined;
   private readonly failedListeners: ((error: Error) => void)[] = [];
   private readonly timers: Timers;
@@ -147,7 +145,6 @@ export class ClusterMember implements ClusterStatusSource {
     const member = new ClusterMember(client, options);
     try {
       await member.waitForPredecessor();
-      if (options.soleBroker === true) await member.refuseWhileAnotherBrokerIsLive();
     } catch (error) {
       client.close();
       throw startupFailure(error, client.endpoints);
@@ -197,6 +194,57 @@ export class ClusterMember implements ClusterStatusSource {
     }
   }
 
+  /**
+   * Starts claiming and handing over (ownership-manager.ts) once the broker is registered: the manager
+   * reads the owner keys, watches them, and runs a round whenever the live brokers change, the lease is
+   * regained (a fresh lease means every claim under the old one is gone) or `changed` is called (topics).
+   * Stopped by `stopOwnership` (at shutdown, handing everything over) or by `leave`.
+   */
+  async startOwnership(options: {
+    host: OwnedResourceHost;
+    resources: OwnershipManagerOptions["resources"];
+    onMove?: OwnershipManagerOptions["onMove"];
+  }): Promise<OwnershipManager> {
+    const keeper = this.keeper;
+    if (keeper === undefined || this.directory === undefined) throw new FatalError("ownership started before the broker joined its cluster");
+    if (this.manager !== undefined) throw new FatalError("ownership started twice");
+    const { clusterId, brokerId, clock, log } = this.options;
+    const manager = new OwnershipManager({
+      records: new OwnershipRecords(this.client, clusterId, log),
+      selfId: brokerId,
+      lease: keeper,
+      host: options.host,
+      resources: options.resources,
+      liveBrokers: () => this.live.map((b) => b.brokerId),
+      clock,
+      log,
+      timers: this.timers,
+      ...(options.onMove === undefined ? {} : { onMove: options.onMove }),
+    });
+    this.manager = manager;
+    keeper.on("regained", (_leaseId, fresh) => void manager.leaseRegained(fresh));
+    await manager.start();
+    return manager;
+  }
+
+  /**
+   * Stops the ownership manager. `handOver` (SIGTERM): the registration goes first, so that the other
+   * brokers count this one out and claim each resource the moment it is released; then everything held
+   * is closed and released. The lease stays until `leave`, since the broker still closes under it.
+   */
+  async stopOwnership(options: { handOver: boolean }): Promise<void> {
+    const manager = this.manager;
+    if (manager === undefined) return;
+    const leaseId = this.keeper?.leaseId;
+    if (options.handOver && leaseId !== undefined) {
+      await deregisterBroker(this.client, this.options.clusterId, this.options.brokerId, leaseId).catch((error: unknown) => {
+        // etcd unreachable: the hand-over still releases what it can; the others wait for the lease.
+        this.options.log.warn("could not remove this broker's registration before handing over", { error: String(error) });
+      });
+    }
+    await manager.stop(options);
+  }
+
   /** Called when the keeper gives up (another process took this broker id): the broker must stop. */
   onFailed(listener: (error: Error) => void): void {
     this.failedListeners.push(listener);
@@ -229,6 +277,7 @@ export class ClusterMember implements ClusterStatusSource {
 
   /** Stops renewing and revokes the lease, which removes the registration at once; closes the client. */
   async leave(): Promise<void> {
+    await this.manager?.stop({ handOver: false });
     await this.directory?.close();
     await this.keeper?.stop({ revoke: true });
     this.client.close();
@@ -250,25 +299,7 @@ export class ClusterMember implements ClusterStatusSource {
     if (before.length === after.length && before.every((id, i) => id === after[i])) return;
     const { log, brokerId } = this.options;
     log.info("cluster members", { brokerIds: after, self: brokerId });
-    const others = after.filter((id) => id !== brokerId).length;
-    const othersBefore = before.filter((id) => id !== brokerId).length;
-    if (others > 0 && othersBefore === 0) {
-      log.warn(
-        "more than one broker is live: ownership and routing across brokers are not built yet; every broker answers for every partition and coordinator, so clients must use one broker",
-        { brokerIds: after },
-      );
-    }
-  }
-
-  /** Throws a one-line ConfigError naming the live brokers when any broker but this one is registered. */
-  private async refuseWhileAnotherBrokerIsLive(): Promise<void> {
-    const { clusterId, brokerId } = this.options;
-    const others = (await listBrokers(this.client, clusterId)).brokers.filter((b) => b.brokerId !== brokerId);
-    if (others.length === 0) return;
-    const named = others.map((b) => `broker ${b.brokerId} at ${b.kafka.host}:${b.kafka.port}`).join(", ");
-    throw new ConfigError(
-      `${named} already serves cluster ${clusterId}; until partitions and coordinators move between brokers, one broker at a time serves a data directory (start this one again once that one has stopped: the template unit does so as a standby)`,
-    );
+    this.manager?.changed();
   }
 
   /**

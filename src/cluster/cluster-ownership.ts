@@ -7,8 +7,9 @@
  * alike from the same directory.
  *
  * Who owns each partition and slot comes from the ownership manager (ownership-manager.ts) when one is
- * given: its claims in etcd, with their epochs, and this broker's lease. Without one (one active broker,
- * the others standing by), this broker leads every partition and owns every slot at epoch 0, as in
+ * given: its claims in etcd, with their epochs, and this broker's lease. The broker starts with
+ * NOTHING_OWNED and switches to the manager once it runs (`useSource`). Without any source (tests of
+ * membership alone), this broker leads every partition and owns every slot at epoch 0, as in
  * single-broker mode.
  */
 import type { OwnedResource } from "./cluster-keys.ts";
@@ -23,6 +24,14 @@ export interface OwnershipSource {
 }
 
 const OWNED_AT_ZERO: Standing = Object.freeze({ state: "owned", epoch: 0 });
+const NOWHERE: Standing = Object.freeze({ state: "elsewhere", brokerId: -1 });
+
+/** Before the ownership manager runs: nothing is owned here, and no owner is known for anything. */
+export const NOTHING_OWNED: OwnershipSource = Object.freeze({
+  standing: () => NOWHERE,
+  mayAct: () => false,
+  ownerOf: () => -1,
+});
 
 export class ClusterOwnership implements Ownership {
   private self: BrokerEndpoint;
@@ -33,9 +42,14 @@ export class ClusterOwnership implements Ownership {
     port: number,
     /** The live brokers as the directory has them; this broker may be missing (its lease lapsed, not registered yet). */
     private readonly liveBrokers: () => readonly BrokerEndpoint[],
-    private readonly moving?: OwnershipSource,
+    private moving?: OwnershipSource,
   ) {
     this.self = { brokerId: selfId, host, port, rack: null };
+  }
+
+  /** Who owns what comes from `source` from now on (the ownership manager, once it runs). */
+  useSource(source: OwnershipSource): void {
+    this.moving = source;
   }
 
   setAdvertised(host: string, port: number): void {

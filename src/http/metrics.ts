@@ -13,6 +13,8 @@
  * format is small.
  */
 import type { RequestObserver } from "../broker/dispatcher.ts";
+import type { ResourceKind } from "../cluster/cluster-keys.ts";
+import type { OwnershipMove } from "../cluster/ownership-manager.ts";
 import type { EndTxnPhase, TxnObserver } from "../broker/txn-coordinator.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 
@@ -152,6 +154,8 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
   private readonly endTxnPhases = new Map<EndTxnPhase, Histogram>(END_TXN_PHASES.map((phase) => [phase, new Histogram(FSYNC_DURATION_BUCKETS_SECONDS)]));
   requestBytes = 0;
   responseBytes = 0;
+  /** Cluster mode: resources this broker took over and handed over, by kind, and the time each took. */
+  private readonly ownershipMoves = new Map<string, { kind: ResourceKind; direction: OwnershipMove["direction"]; count: number; duration: Histogram }>();
 
   onRequest(apiKey: number, apiVersion: number, durationMs: number, errored: boolean): void {
     // API keys are int16 and versions small: one number keys the pair without building a string.
@@ -177,6 +181,21 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
 
   onEndTxnPhase(phase: EndTxnPhase, durationMs: number): void {
     this.endTxnPhases.get(phase)?.observe(durationMs / 1000);
+  }
+
+  /**
+   * A take-over or hand-over this broker finished (cluster mode). The time of a take-over, from the claim
+   * to the resource being served, is time its clients could not use it beyond the former owner's lease.
+   */
+  onOwnershipMove(move: OwnershipMove): void {
+    const key = `${move.resource.kind}/${move.direction}`;
+    let series = this.ownershipMoves.get(key);
+    if (series === undefined) {
+      series = { kind: move.resource.kind, direction: move.direction, count: 0, duration: new Histogram(REQUEST_DURATION_BUCKETS_SECONDS) };
+      this.ownershipMoves.set(key, series);
+    }
+    series.count++;
+    series.duration.observe(move.durationMs / 1000);
   }
 
   /** Size-prefixed request frame bytes handed to the broker (frames closed for their size are not counted). */
@@ -227,6 +246,19 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
       "The steps of every EndTxn that decided a transaction, in order: prepare (until Prepare* is durable), offsets (the group offset hook, only with offsets), markers (self-led markers durable, peer-led ones queued), complete (until Complete* is durable).",
     );
     for (const [phase, histogram] of this.endTxnPhases) out.histogram("bunka_txn_end_phase_duration_seconds", { phase }, histogram);
+    const moves = [...this.ownershipMoves.values()].sort((a, b) => (a.kind + a.direction < b.kind + b.direction ? -1 : 1));
+    out.family(
+      "bunka_cluster_ownership_moves_total",
+      "counter",
+      "Cluster mode: partitions (kind=partition) and coordinator slots (kind=txn, kind=group) this broker took over (direction=acquired) or handed over (direction=released).",
+    );
+    for (const m of moves) out.sample("bunka_cluster_ownership_moves_total", { kind: m.kind, direction: m.direction }, m.count);
+    out.family(
+      "bunka_cluster_ownership_move_duration_seconds",
+      "histogram",
+      "Cluster mode: from the claim in etcd to the resource being served (acquired: recovery or loading), or from the decision to hand it over to its release (released).",
+    );
+    for (const m of moves) out.histogram("bunka_cluster_ownership_move_duration_seconds", { kind: m.kind, direction: m.direction }, m.duration);
   }
 }
 

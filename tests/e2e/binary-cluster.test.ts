@@ -1,9 +1,9 @@
 /**
  * Cluster mode in the compiled binary against a real etcd (tests/support/etcd.ts): `bunka serve --etcd`
  * registers and shows in /v1/cluster, Metadata and DescribeCluster (raw frames and Apache's
- * kafka-broker-api-versions); a second broker on the same data directory while the first is live, an
- * unreachable etcd and a duplicate broker id are one line and exit 2; SIGTERM revokes the lease, so a
- * standby starts at once rather than after the TTL and serves what the first wrote; etcd stopped under a
+ * kafka-broker-api-versions); a second broker on the same data directory joins and takes its share of the
+ * partitions; an unreachable etcd and a duplicate broker id are one line and exit 2; SIGTERM hands over and
+ * revokes the lease, so the other broker leads at once rather than after the TTL; etcd stopped under a
  * running broker makes /ready fail and counts a lapse, etcd back makes it ready again.
  *
  * Lease TTLs are short (broker.session.timeout.ms=2000) except where a test must tell a prompt drop from
@@ -122,33 +122,37 @@ describe("cluster mode, compiled binary", () => {
     });
   }, TIMEOUT);
 
-  test("a second broker while broker 1 serves the data directory: one line naming broker 1, exit 2, before it opens anything", async () => {
-    const result = await serveUntilExit(["--data-dir", dataDir, "--broker-id", "2", "--etcd", etcd.endpoint]);
-    expect(result.code).toBe(2);
-    expect(result.stdout).toBe("");
-    expect(result.stderr).toMatch(
-      new RegExp(`^bunka: broker 1 at 127\\.0\\.0\\.1:${one.port} already serves cluster \\S+; until partitions and coordinators move between brokers, one broker at a time serves a data directory`),
-    );
-    expect(result.stderr.split("\n").filter((l) => l !== "")).toHaveLength(1);
-    expect(memberIds(await clusterView(one))).toEqual([1]);
-    // Broker 1 still answers Metadata and DescribeCluster alone, and leads every partition.
+  test("a second broker on the same data directory joins and takes its share: both list both and name the same leaders", async () => {
     const client = await WireClient.connect(one.port);
     try {
       const created = await client.request(19, 7, { topics: [{ name: "solo", numPartitions: 2, replicationFactor: 1, assignments: [], configs: [] }], timeoutMs: 5000 });
       expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
-      const md = await client.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
-      expect(md.brokers.map((b: { nodeId: number; port: number }) => [b.nodeId, b.port])).toEqual([[1, one.port]]);
-      expect(md.controllerId).toBe(1);
-      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([1, 1]);
-      const dc = await client.request(60, 1, { includeClusterAuthorizedOperations: false, endpointType: 1 });
-      expect(dc.brokers.map((b: { brokerId: number; port: number }) => [b.brokerId, b.port])).toEqual([[1, one.port]]);
     } finally {
       client.close();
     }
-    // Apache's own tool finds the broker from Metadata and asks it for its API versions.
+    two = await startBroker(2, 30_000);
+    const leadersFrom = async (broker: BunkaProcess): Promise<number[]> => {
+      const c = await WireClient.connect(broker.port);
+      try {
+        const md = await c.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+        expect(md.brokers.map((b: { nodeId: number }) => b.nodeId)).toEqual([1, 2]);
+        expect(md.controllerId).toBe(1);
+        return md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId);
+      } finally {
+        c.close();
+      }
+    };
+    // One partition each once the assignment settled, and both brokers say the same.
+    await until("the partitions split between the brokers", 20_000, async () => {
+      const [a, b] = [await leadersFrom(one), await leadersFrom(two!)];
+      return [...a].sort().join() === "1,2" && a.join() === b.join() ? true : undefined;
+    });
+    expect(memberIds(await clusterView(one))).toEqual([1, 2]);
+    // Apache's own tool finds both brokers from Metadata and asks each for its API versions.
     const tool = await runKafkaTool("kafka-broker-api-versions", ["--bootstrap-server", one.bootstrap]);
     expect(tool.code).toBe(0);
     expect(tool.stdout).toContain(`127.0.0.1:${one.port} (id: 1 rack: null`);
+    expect(tool.stdout).toContain(`127.0.0.1:${two.port} (id: 2 rack: null`);
   }, TIMEOUT);
 
   test("a third process with a broker id that is live: one line naming the holder, exit 2", async () => {
@@ -162,35 +166,25 @@ describe("cluster mode, compiled binary", () => {
     );
     // Within the holder's 2 s TTL and etcd's expiry slack.
     expect(Date.now() - startedMs).toBeLessThan(10_000);
-    expect(memberIds(await clusterView(one))).toEqual([1]);
+    expect(memberIds(await clusterView(one))).toEqual([1, 2]);
   }, TIMEOUT);
 
-  test("SIGTERM revokes the lease: a standby starts at once, not after the TTL; broker 1 takes over again the same way", async () => {
-    // Broker 1 (2 s TTL) leaves; broker 2 (30 s TTL) starts right after, on the same data directory.
-    let signalledMs = Date.now();
-    one.proc.kill("SIGTERM");
-    expect(await one.exited).toBe(0);
+  test("SIGTERM hands over and revokes the lease: the other broker leads everything at once, not after the 30 s TTL", async () => {
+    const signalledMs = Date.now();
+    two!.proc.kill("SIGTERM");
+    expect(await two!.exited).toBe(0);
+    two = undefined;
     const clusterId = (JSON.parse(readFileSync(join(dataDir, "__cluster", "cluster.json"), "utf8")) as { body: { clusterId: string } }).body.clusterId;
-    expect((await listBrokers(etcdClient, clusterId)).brokers).toEqual([]);
-    two = await startBroker(2, 30_000);
-    expect(Date.now() - signalledMs).toBeLessThan(10_000);
-    expect(memberIds(await clusterView(two))).toEqual([2]);
-    // What broker 1 wrote is served by broker 2.
-    const client = await WireClient.connect(two.port);
+    expect((await listBrokers(etcdClient, clusterId)).brokers.map((b) => b.brokerId)).toEqual([1]);
+    const client = await WireClient.connect(one.port);
     try {
-      const md = await client.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
-      expect(md.topics[0].errorCode).toBe(ErrorCode.NONE);
-      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2]);
+      await until("broker 1 leads both partitions", 20_000, async () => {
+        const md = await client.request(3, 12, { topics: [{ name: "solo", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+        return md.topics[0].partitions.every((p: { leaderId: number }) => p.leaderId === 1) ? true : undefined;
+      });
     } finally {
       client.close();
     }
-    // And back: broker 2's 30 s lease is revoked at its SIGTERM, so broker 1 need not wait for it.
-    signalledMs = Date.now();
-    two.proc.kill("SIGTERM");
-    expect(await two.exited).toBe(0);
-    two = undefined;
-    expect((await listBrokers(etcdClient, clusterId)).brokers).toEqual([]);
-    one = await startBroker(1, 2000);
     expect(Date.now() - signalledMs).toBeLessThan(10_000);
     expect(memberIds(await clusterView(one))).toEqual([1]);
     expect(await metric(one, "bunka_cluster_members")).toBe(1);

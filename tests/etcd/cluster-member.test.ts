@@ -2,14 +2,16 @@
  * A broker's membership from start-up to shutdown against a real etcd (cluster/cluster-member.ts):
  * connect refuses an unreachable etcd and a live duplicate in one line each, and waits out the lease of a
  * process that died without revoking it; join registers and reads the directory; status reports the
- * lease and the members; leave revokes the lease, which deregisters the broker at once.
+ * lease and the members; startOwnership runs the ownership manager over the member's lease and directory;
+ * leave revokes the lease, which deregisters the broker at once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { listBrokers } from "../../src/cluster/broker-registry.ts";
-import { brokerKey } from "../../src/cluster/cluster-keys.ts";
+import { brokerKey, resourceId, type OwnedResource, type ResourceKind } from "../../src/cluster/cluster-keys.ts";
 import { ClusterMember, type ClusterMemberOptions } from "../../src/cluster/cluster-member.ts";
 import { encodeBrokerRecord, type BrokerRegistration } from "../../src/cluster/cluster-records.ts";
 import { EtcdClient } from "../../src/cluster/etcd/etcd-client.ts";
+import type { OwnedResourceHost } from "../../src/cluster/ownership-manager.ts";
 import { ConfigError } from "../../src/errors/errors.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
@@ -93,21 +95,38 @@ describe("cluster member", () => {
     expect((await listBrokers(client, cluster)).brokers.map((b) => b.brokerId)).toEqual([1]);
   });
 
-  test("soleBroker: refused in one line naming the live broker; once it has left, the standby connects", async () => {
+  test("two brokers run the ownership manager: each opens half the slots, a hand-over at stop gives the rest to the other at once, a second start is refused", async () => {
     const cluster = newCluster();
     const one = await joined(cluster, 1, 19092);
-    const message = await configError(() => connected(cluster, 2, { soleBroker: true }));
-    expect(message).toBe(
-      `broker 1 at 127.0.0.1:19092 already serves cluster ${cluster}; until partitions and coordinators move between brokers, one broker at a time serves a data directory (start this one again once that one has stopped: the template unit does so as a standby)`,
-    );
-    // Without the option (the directory's own tests), the same join goes on.
-    const other = await connected(cluster, 3);
-    expect(other).toBeDefined();
-    await one.leave();
-    const standby = await connected(cluster, 2, { soleBroker: true });
-    await standby.join(registration(2, 29092));
-    expect(standby.status().members.map((m) => m.brokerId)).toEqual([2]);
-  });
+    const two = await joined(cluster, 2, 29092);
+    await waitUntil(() => one.status().members.length === 2 && two.status().members.length === 2, "both see both");
+    const opened = new Map<number, Set<string>>([
+      [1, new Set()],
+      [2, new Set()],
+    ]);
+    const name = (resource: OwnedResource) => `${resource.kind}/${resourceId(resource)}`;
+    const hostOf = (id: number): OwnedResourceHost => ({
+      acquire: async (resource, epoch) => {
+        expect(epoch).toBeGreaterThanOrEqual(1);
+        for (const [other, set] of opened) if (other !== id) expect(set.has(name(resource))).toBe(false);
+        opened.get(id)!.add(name(resource));
+      },
+      release: async (resource) => void opened.get(id)!.delete(name(resource)),
+    });
+    const slots = (kind: ResourceKind): OwnedResource[] => (kind === "partition" ? [] : Array.from({ length: 50 }, (_, slot) => ({ kind, slot })));
+    const managerOne = await one.startOwnership({ host: hostOf(1), resources: slots });
+    const managerTwo = await two.startOwnership({ host: hostOf(2), resources: slots });
+    await waitUntil(() => opened.get(1)!.size === 50 && opened.get(2)!.size === 50, "the 100 slots split evenly", 20_000);
+    expect(managerOne.ownerOf({ kind: "txn", slot: 0 })).toBe(managerTwo.ownerOf({ kind: "txn", slot: 0 }));
+    await expect(one.startOwnership({ host: hostOf(1), resources: slots })).rejects.toThrow("ownership started twice");
+
+    // A hand-over at stop releases the keys: broker 2 takes all without waiting for broker 1's lease.
+    const stoppedAtMs = performance.now();
+    await one.stopOwnership({ handOver: true });
+    expect(opened.get(1)!.size).toBe(0);
+    await waitUntil(() => opened.get(2)!.size === 100, "broker 2 takes over everything", 1_900);
+    expect(performance.now() - stoppedAtMs).toBeLessThan(2_000);
+  }, 30_000);
 
   test("an unreachable etcd is one line naming each endpoint and why", async () => {
     const closedPort = freePort();

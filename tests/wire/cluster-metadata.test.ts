@@ -1,7 +1,8 @@
 /**
  * Metadata and DescribeCluster in cluster mode, over raw frames against an in-process broker whose live
  * brokers come from a directory the test controls (the etcd directory's stand-in): every live broker is
- * listed, the controller is the lowest live id, and every partition is still led by this broker.
+ * listed, the controller is the lowest live id; partitions are led as the ownership source (the ownership
+ * manager's stand-in) says: nobody before it is given, then this broker at its epoch or another live broker.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBroker, type Broker } from "../../src/broker/broker.ts";
 import { defaultBrokerConfig } from "../../src/broker/config.ts";
+import type { OwnershipSource } from "../../src/cluster/cluster-ownership.ts";
 import type { BrokerEndpoint } from "../../src/cluster/ownership.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { startKafkaListener, type KafkaListener } from "../../src/net/kafka-listener.ts";
@@ -58,7 +60,26 @@ function brokersOf(res: { brokers: { nodeId?: number; brokerId?: number; host: s
 }
 
 describe("cluster mode: Metadata and DescribeCluster", () => {
-  test("every live broker, lowest id first; the lowest id is the controller; this broker leads every partition", async () => {
+  test("before the ownership manager runs, no partition has a leader (LEADER_NOT_AVAILABLE) and Produce is NOT_LEADER_OR_FOLLOWER", async () => {
+    live = [{ brokerId: 2, host: "127.0.0.1", port: listener.port, rack: null }];
+    const md = await client.request(3, 12, { topics: [{ name: "orders", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+    expect(md.topics[0].partitions.map((p: { leaderId: number; errorCode: number }) => [p.leaderId, p.errorCode])).toEqual([
+      [-1, ErrorCode.LEADER_NOT_AVAILABLE],
+      [-1, ErrorCode.LEADER_NOT_AVAILABLE],
+      [-1, ErrorCode.LEADER_NOT_AVAILABLE],
+    ]);
+    const produced = await client.request(0, 9, { transactionalId: null, acks: -1, timeoutMs: 5000, topicData: [{ name: "orders", partitionData: [{ index: 0, records: null }] }] });
+    expect(produced.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    // From here on, partitions 0 and 1 are this broker's at epoch 3 and partition 2 is broker 7's.
+    const source: OwnershipSource = {
+      standing: (r) => (r.kind === "partition" && r.partition === 2 ? { state: "elsewhere", brokerId: 7 } : { state: "owned", epoch: 3 }),
+      mayAct: (r, epoch) => epoch === 3 && !(r.kind === "partition" && r.partition === 2),
+      ownerOf: (r) => (r.kind === "partition" && r.partition === 2 ? 7 : 2),
+    };
+    broker.useOwnership(source);
+  });
+
+  test("every live broker, lowest id first; the lowest id is the controller; leaders as the ownership says", async () => {
     live = [
       { brokerId: 7, host: "10.0.0.7", port: 9092, rack: null },
       { brokerId: 2, host: "127.0.0.1", port: listener.port, rack: null },
@@ -69,7 +90,8 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
       const md = await client.request(3, version, { topics: [{ name: "orders", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
       expect(brokersOf(md).map((b) => b.nodeId)).toEqual([1, 2, 7]);
       expect(md.controllerId).toBe(1);
-      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2, 2]);
+      expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2, 7]);
+      if (version >= 7) expect(md.topics[0].partitions.map((p: { leaderEpoch: number }) => p.leaderEpoch)).toEqual([3, 3, -1]);
     }
     const md = await client.request(3, 12, { topics: null });
     expect(brokersOf(md)).toEqual(expected);
@@ -92,6 +114,8 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
 
   test("this broker is listed while the directory does not have it (its lease lapsed), so its partitions keep a leader", async () => {
     live = [{ brokerId: 7, host: "10.0.0.7", port: 9092, rack: null }];
+    const leaders = await client.request(3, 12, { topics: [{ name: "orders", topicId: "AAAAAAAAAAAAAAAAAAAAAA" }], allowAutoTopicCreation: false });
+    expect(leaders.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2, 7]);
     const md = await client.request(3, 12, { topics: null });
     expect(brokersOf(md)).toEqual([self(), { nodeId: 7, host: "10.0.0.7", port: 9092, rack: null }]);
     expect(md.controllerId).toBe(2);
