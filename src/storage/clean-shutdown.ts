@@ -7,6 +7,13 @@
  * not loaded yet: a journal shorter than recorded, or one that no
  * longer ends in the recorded record, lost acknowledged records even though no crash can explain it.
  *
+ * In cluster mode (slots taken over at a coordinator epoch, slot-files.ts) each slot has its own record per
+ * epoch, `slot-N.eE.clean-shutdown.json`, written by that epoch's owner when it releases the slot or
+ * closes: two live brokers never write the same record, and a record a former owner writes late names
+ * its own epoch's files, which nobody reads once a newer epoch's checkpoint exists. It is checked when
+ * the slot's files of that epoch are read (by a successor taking over, or by the owner loading it again),
+ * and removed by the owner before its next write of them.
+ *
  * Without the record (the previous process crashed, or it is the first start of this version) only the
  * journal's own checks apply (header, sequence, the torn-last-line rule). It costs nothing on the hot
  * path: one small state file per store at close, and one removal at start.
@@ -58,10 +65,37 @@ export async function readCleanShutdown(fs: Fs, dir: string, store: string): Pro
 
 /** Removes the record durably (nothing when there is none): from now on the journals change. */
 export async function removeCleanShutdown(fs: Fs, dir: string): Promise<void> {
-  const path = cleanShutdownPath(dir);
+  await removeRecordFile(fs, dir, cleanShutdownPath(dir));
+}
+
+/** Removes the record at `path` in `dir` durably; one already gone (another broker removed it) is fine. */
+export async function removeRecordFile(fs: Fs, dir: string, path: string): Promise<void> {
   if ((await fs.stat(path)) === undefined) return;
-  await fs.unlink(path);
+  try {
+    await fs.unlink(path);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== "ENOENT") throw error;
+  }
   await fsyncDirOrDie(fs, dir, `after removing ${path}`);
+}
+
+/**
+ * Reads one slot's own record (cluster mode, `path` of that slot and epoch); undefined when there is none.
+ * A record that names other slots than `slot` is damage (CorruptStateError naming it).
+ */
+export async function readSlotCleanShutdown(fs: Fs, path: string, store: string, slot: number): Promise<CleanShutdown | undefined> {
+  const body = await loadState(fs, path, CLEAN_SHUTDOWN_FORMAT, { current: CLEAN_SHUTDOWN_VERSION, parse: (raw) => parseBody(raw, store) });
+  if (body === undefined) return undefined;
+  if (body.slots.length !== 1 || body.slots[0]!.slot !== slot) {
+    throw new CorruptStateError(path, `names slots ${body.slots.map((s) => s.slot).join(", ") || "none"}, expected slot ${slot} alone`);
+  }
+  return { path, slots: new Map([[slot, body.slots[0]!.journal]]) };
+}
+
+/** Writes one slot's own record at `path` (tmp, fsync, rename, fsync of the directory). */
+export async function writeSlotCleanShutdown(fs: Fs, path: string, store: string, slot: number, mark: JournalMark | null): Promise<void> {
+  const body: RecordBody = { store, slots: [{ slot, journal: mark }] };
+  await saveState(fs, path, CLEAN_SHUTDOWN_FORMAT, CLEAN_SHUTDOWN_VERSION, body);
 }
 
 /** Writes the record of `store` (tmp, fsync, rename, fsync of the directory). */

@@ -31,7 +31,8 @@
  *
  * Reading (`readJournal`): the header, then every complete line handed to the store's decoder in order;
  * an unterminated last line is an append that never completed, hence was never acknowledged, and is cut
- * off (durably), unless the caller knows the previous process shut down cleanly (then it is damage).
+ * off (durably), unless the caller knows the previous process shut down cleanly (then it is damage) or
+ * reads a journal it does not own (`readOnly`: left in place, and the records before it are what counts).
  */
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import type { FileHandle, Fs } from "../platform/fs.ts";
@@ -77,6 +78,12 @@ export interface ReadJournalOptions {
   readonly onRecord: (line: Uint8Array, where: string, header: JournalHeader | undefined) => number;
   /** Default true. False: an unterminated last line is damage, not a torn append (after a clean shutdown). */
   readonly cutTornTail?: boolean;
+  /**
+   * The journal is another writer's (a former owner's, read at a take-over): an unterminated last line is
+   * left where it is, not cut off, and only the complete records before it are read. The file is never
+   * written.
+   */
+  readonly readOnly?: boolean;
 }
 
 const HEADER_PREFIX = new TextEncoder().encode(`{"format":${JSON.stringify(JOURNAL_HEADER_FORMAT)},`);
@@ -112,7 +119,7 @@ function parseHeaderBody(body: unknown): JournalHeader {
  * Reads the journal at `path`: its header, then every record in order, each of which must be numbered one
  * more than the one before it (the first one, baseSeq + 1 after a header). A complete line that does not
  * decode, a record out of sequence or a header anywhere but first is a CorruptStateError. An unterminated
- * last line is cut off (durably) unless `cutTornTail` is false.
+ * last line is cut off (durably) unless `cutTornTail` is false (damage) or `readOnly` (left in place).
  */
 export async function readJournal(fs: Fs, path: string, options: ReadJournalOptions): Promise<JournalContents> {
   const stat = await fs.stat(path);
@@ -125,6 +132,7 @@ export async function readJournal(fs: Fs, path: string, options: ReadJournalOpti
     if (options.cutTornTail === false) {
       throw new CorruptStateError(path, `ends in ${tornBytes} bytes of an unterminated record after byte ${parsed.bytes}, after a clean shutdown`);
     }
+    if (options.readOnly === true) return { ...parsed, path, exists: true, tornBytes };
     const handle = await fs.open(path, "rw");
     try {
       await handle.truncate(parsed.bytes);

@@ -72,7 +72,28 @@ import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { OFFSET_SLOT_BYTES_MAX, OffsetSlot, type OffsetSlotDraft } from "../domain/groups/offsets.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
-import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
+import {
+  checkAgainstCleanShutdown,
+  readCleanShutdown,
+  readSlotCleanShutdown,
+  removeCleanShutdown,
+  removeRecordFile,
+  writeCleanShutdown,
+  writeSlotCleanShutdown,
+  type CleanShutdown,
+} from "./clean-shutdown.ts";
+import {
+  findEpochFile,
+  listSlotEpochs,
+  NewerSlotEpochError,
+  readRacingWriter,
+  removableNames,
+  slotCheckpointName,
+  slotCleanShutdownName,
+  slotJournalName,
+  sourceEpoch,
+  unlinkIfPresent,
+} from "./slot-files.ts";
 import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, verifySlots, readJournal, verifyJournal, type JournalMark, type StateVerifyReport, type JournalStanding } from "./journal-file.ts";
 import {
   applyGroupDelta,
@@ -115,6 +136,21 @@ export function offsetsJournalPath(dataDir: string, slot: number): string {
   return join(offsetsDir(dataDir), `slot-${slot}.journal`);
 }
 
+/** The checkpoint of `slot` at coordinator epoch `epoch` (slot-files.ts; epoch 0 is `offsetsSlotPath`). */
+export function offsetsSlotPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(offsetsDir(dataDir), slotCheckpointName(slot, epoch));
+}
+
+/** The journal of `slot` at coordinator epoch `epoch` (epoch 0 is `offsetsJournalPath`). */
+export function offsetsJournalPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(offsetsDir(dataDir), slotJournalName(slot, epoch));
+}
+
+/** The clean-shutdown record of `slot` at coordinator epoch `epoch` >= 1 (cluster mode). */
+export function offsetsCleanShutdownPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(offsetsDir(dataDir), slotCleanShutdownName(slot, epoch));
+}
+
 /** A change to one slot, applied by its writer; must be synchronous and should not throw. */
 export type SlotMutation<R> = (draft: OffsetSlotDraft) => R;
 
@@ -128,8 +164,9 @@ export interface OffsetStoreOptions {
   compactBytesMin?: number;
   compactRatio?: number;
   /**
-   * Cluster mode: no slot is loaded at open, each is read by `loadSlot` (its take-over) and dropped by
-   * `releaseSlot`; no clean-shutdown record. Default false: every slot loads at open.
+   * Cluster mode: no slot is loaded at open, each is read by `loadSlot` (its take-over, at a coordinator
+   * epoch) and dropped by `releaseSlot`; no store-wide clean-shutdown record (each slot epoch has its own).
+   * Default false: every slot loads at open, at epoch 0.
    */
   explicitLoad?: boolean;
 }
@@ -172,17 +209,25 @@ class SlotWriter {
   loading: Promise<void> | undefined;
   /** A `releaseSlot` in progress: new changes are refused, the queued ones still written. */
   releasing: Promise<void> | undefined;
+  /** The coordinator epoch whose files the slot reads and writes (undefined: explicit-load, not loaded). */
+  epoch: number | undefined;
+  /** The slot's own clean-shutdown record (epoch >= 1) read at load, removed before the next write. */
+  cleanRecord: string | undefined;
 
   constructor(
     readonly index: number,
-    readonly path: string,
+    /** The current epoch's checkpoint (epoch 0's until a load names another). */
+    public path: string,
     /** Replaced at load by one that knows the length of the valid content. */
     public journal: JournalFile,
     public state: OffsetSlot,
   ) {}
 
-  /** Back to a slot never read (released, or its load failed), with a journal not yet read. */
-  forget(journal: JournalFile): void {
+  /** Back to a slot never read (released, or its load failed), with epoch 0's files not yet read. */
+  forget(path: string, journal: JournalFile): void {
+    this.path = path;
+    this.epoch = undefined;
+    this.cleanRecord = undefined;
     this.journal = journal;
     this.state = OffsetSlot.empty();
     this.lastSeq = 0;
@@ -224,19 +269,10 @@ export class OffsetStore {
     if (!Number.isSafeInteger(slotCount) || slotCount < 1) throw new RangeError(`invalid slot count ${slotCount}`);
     const dir = offsetsDir(dataDir);
     await ensureDir(fs, dir);
-    await cleanTmpFiles(fs, dir);
     const slots = Array.from(
       { length: slotCount },
       (_, i) => new SlotWriter(i, offsetsSlotPath(dataDir, i), new JournalFile(fs, dir, offsetsJournalPath(dataDir, i), OFFSETS_JOURNAL_FORMAT), OffsetSlot.empty()),
     );
-    const present = new Set<number>();
-    for (const name of (await fs.readdir(dir)).sort()) {
-      const match = SLOT_FILE.exec(name);
-      if (match === null) continue;
-      const index = Number(match[1]);
-      if (index >= slotCount) throw new CorruptStateError(join(dir, name), `slot ${index} is outside the ${slotCount} slots of this store`);
-      present.add(index);
-    }
     const storeOf = () =>
       new OffsetStore(
         fs,
@@ -251,18 +287,32 @@ export class OffsetStore {
       );
     if (options.explicitLoad === true) {
       // Slots move between brokers: another broker may change a slot after this one released it, so no
-      // record of this broker's vouches for them. One left by a single-broker run is stale.
+      // store-wide record vouches for them (each slot epoch has its own). One left by a single-broker run
+      // is stale. Tmp files are not cleaned here: other brokers' writes in flight are among them.
       await removeCleanShutdown(fs, dir);
       const store = storeOf();
       store.cleanShutdownRemoved = Promise.resolve();
       return store;
     }
+    // Single-broker mode reads epoch 0's files only: a directory cluster mode wrote is not its to serve.
+    const epochFile = await findEpochFile(fs, dir);
+    if (epochFile !== undefined) throw new NewerSlotEpochError(join(dir, epochFile.name), epochFile.parsed.slot, 0, epochFile.parsed.epoch);
+    await cleanTmpFiles(fs, dir);
+    const present = new Set<number>();
+    for (const name of (await fs.readdir(dir)).sort()) {
+      const match = SLOT_FILE.exec(name);
+      if (match === null) continue;
+      const index = Number(match[1]);
+      if (index >= slotCount) throw new CorruptStateError(join(dir, name), `slot ${index} is outside the ${slotCount} slots of this store`);
+      present.add(index);
+    }
+    for (const slot of slots) slot.epoch = 0;
     const cleanShutdown = await readCleanShutdown(fs, dir, OFFSETS_JOURNAL_FORMAT);
     // A slot the record names must be as it says even when its files are gone.
     for (const index of cleanShutdown?.slots.keys() ?? []) if (index < slotCount) present.add(index);
     const upgrades: SlotWriter[] = [];
     for (const index of [...present].sort((a, b) => a - b)) {
-      const standing = await loadSlot(fs, dir, slots[index]!, cleanShutdown);
+      const standing = await loadSlot(fs, dir, slots[index]!, cleanShutdown, false);
       if (standing !== "current" && standing !== "fresh") upgrades.push(slots[index]!);
     }
     for (const slot of slots) slot.loaded = true;
@@ -275,27 +325,89 @@ export class OffsetStore {
   /**
    * Explicit-load mode: reads slot `index` from disk (checkpoint, then the journal after it) as the previous
    * owner left it, with every check of a load at open (CorruptStateError for damage: the slot stays
-   * unloaded), and finishes what a crash left half done. A slot already loaded stays as it is.
+   * unloaded), and finishes what a crash left half done; from then on the slot's files are those of
+   * coordinator epoch `epoch` (slot-files.ts). The files read are the newest epoch's whose checkpoint
+   * exists (epoch 0's, today's names, when there is none). When that is an older epoch than `epoch` (a
+   * take-over), they are only read, never written, and the state read is written as the checkpoint of
+   * `epoch`'s own files, durably, before this resolves; files two owners back are removed then. Epoch 0
+   * (the default) is today's files read and written in place. A file of an epoch above `epoch` means a
+   * newer owner took the slot over: NewerSlotEpochError, nothing read or written. A slot already loaded
+   * at `epoch` stays as it is; at another epoch it must be released first.
    */
-  async loadSlot(index: number): Promise<void> {
+  async loadSlot(index: number, epoch = 0): Promise<void> {
     const slot = this.writer(index);
+    if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > 0x7fffffff) throw new RangeError(`invalid coordinator epoch ${epoch}`);
     if (this.closed) throw new Error("the offset store is closed");
+    if (!this.explicitLoad && epoch !== 0) throw new Error("offset slots are loaded at a coordinator epoch only in explicit-load mode");
     await slot.releasing;
+    if (slot.epoch !== undefined && slot.epoch !== epoch) {
+      throw new Error(`offset slot ${index} is loaded at coordinator epoch ${slot.epoch}, not ${epoch}; release it first`);
+    }
     if (slot.loaded) return;
-    slot.loading ??= this.readSlot(slot).finally(() => (slot.loading = undefined));
+    if (slot.loading === undefined) {
+      slot.epoch = epoch;
+      slot.loading = this.readSlot(slot, epoch).finally(() => (slot.loading = undefined));
+    }
     await slot.loading;
   }
 
-  private async readSlot(slot: SlotWriter): Promise<void> {
+  private async readSlot(slot: SlotWriter, epoch: number): Promise<void> {
     try {
-      const standing = await loadSlot(this.fs, this.dir, slot, undefined);
-      if (standing !== "current" && standing !== "fresh") await this.finishLoad(slot);
+      const epochs = await listSlotEpochs(this.fs, this.dir, slot.index);
+      const source = await sourceEpoch(this.fs, this.dir, slot.index, epochs, epoch, OFFSETS_JOURNAL_FORMAT);
+      // The files of epoch `e` as the slot's, and their own record: read first, since once it exists its
+      // writer wrote nothing more, so the journal read after it is final.
+      const readFilesOf = async (e: number, readOnly: boolean): Promise<JournalStanding> => {
+        slot.path = offsetsSlotPathAt(this.dataDir, slot.index, e);
+        slot.journal = this.journalOf(slot.index, e);
+        const hasRecord = e > 0 && epochs.some((f) => f.epoch === e && f.cleanShutdown);
+        const record = hasRecord ? await readSlotCleanShutdown(this.fs, offsetsCleanShutdownPathAt(this.dataDir, slot.index, e), OFFSETS_JOURNAL_FORMAT, slot.index) : undefined;
+        if (!readOnly) slot.cleanRecord = record?.path;
+        return await loadSlot(this.fs, this.dir, slot, record, readOnly);
+      };
+      if (source === epoch) {
+        const standing = await readFilesOf(epoch, false);
+        if (standing !== "current" && standing !== "fresh") await this.finishLoad(slot);
+      } else {
+        await readRacingWriter(async () => void (await readFilesOf(source, true)));
+        await this.takeOver(slot, epoch);
+        for (const name of [...removableNames(slot.index, epochs, source, epoch), ...(epochs.find((f) => f.epoch === epoch)?.tmp ?? [])]) {
+          // Tidiness only (nobody reads these again), hence no directory fsync.
+          await unlinkIfPresent(this.fs, this.dir, name);
+        }
+      }
     } catch (error) {
       // Nothing of a slot that failed its checks stays in memory: a later load reads the files again.
-      slot.forget(this.journalOf(slot.index));
+      slot.forget(offsetsSlotPath(this.dataDir, slot.index), this.journalOf(slot.index, 0));
       throw error;
     }
     slot.loaded = true;
+  }
+
+  /**
+   * The state just read from an older epoch's files becomes the checkpoint of `epoch`'s, as a slot's first
+   * write does it: the journal's header first, then the checkpoint, each atomically. A crash in between
+   * leaves a header alone, which a later load passes over (the older epoch is read again).
+   */
+  private async takeOver(slot: SlotWriter, epoch: number): Promise<void> {
+    const generation = slot.generation + 1;
+    const path = offsetsSlotPathAt(this.dataDir, slot.index, epoch);
+    const journal = this.journalOf(slot.index, epoch);
+    const body: CheckpointBody = { ...bodyFromSlot(slot.index, slot.lastSeq, slot.state), generation };
+    const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, body);
+    slot.folding = true;
+    try {
+      await journal.reset(generation, slot.lastSeq);
+      await writeFileAtomic(this.fs, path, bytes);
+    } finally {
+      slot.folding = false;
+    }
+    slot.path = path;
+    slot.journal = journal;
+    slot.checkpointBytes = bytes.length;
+    slot.generation = generation;
+    slot.checkpointLastSeq = slot.lastSeq;
+    slot.replayed = [];
   }
 
   /** Whether slot `index` is in memory (always true outside explicit-load mode). */
@@ -320,16 +432,31 @@ export class OffsetStore {
     while (slot.writing) await slot.idle;
     if (!slot.loaded) return;
     await slot.journal.close();
-    slot.forget(this.journalOf(slot.index));
+    try {
+      await this.recordSlotCleanShutdown(slot);
+    } finally {
+      slot.forget(offsetsSlotPath(this.dataDir, slot.index), this.journalOf(slot.index, 0));
+    }
   }
 
-  private journalOf(index: number): JournalFile {
-    return new JournalFile(this.fs, this.dir, offsetsJournalPath(this.dataDir, index), OFFSETS_JOURNAL_FORMAT);
+  /**
+   * Cluster mode, at release and close: the slot's own record for its epoch (>= 1), with its journal as
+   * left, for whoever reads these files next (not after a fatal error or a dirty tail).
+   */
+  private async recordSlotCleanShutdown(slot: SlotWriter): Promise<void> {
+    if (!this.explicitLoad || !slot.loaded || slot.epoch === undefined || slot.epoch === 0) return;
+    if (this.fatal !== undefined || slot.journal.dirty) return;
+    const path = offsetsCleanShutdownPathAt(this.dataDir, slot.index, slot.epoch);
+    await writeSlotCleanShutdown(this.fs, path, OFFSETS_JOURNAL_FORMAT, slot.index, slot.journal.mark() ?? null);
+  }
+
+  private journalOf(index: number, epoch: number): JournalFile {
+    return new JournalFile(this.fs, this.dir, offsetsJournalPathAt(this.dataDir, index, epoch), OFFSETS_JOURNAL_FORMAT);
   }
 
   /** A slot whose files are not in the current state: the previous generation's journal, or older formats. */
   private async finishLoad(slot: SlotWriter): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     const header = slot.journal.header;
     if (header !== undefined && header.generation === slot.generation) return;
     if (header !== undefined && header.generation === slot.generation - 1) {
@@ -394,7 +521,11 @@ export class OffsetStore {
     for (const slot of this.slots) {
       await slot.journal.close();
     }
-    if (this.explicitLoad || this.fatal !== undefined || this.slots.some((slot) => slot.journal.dirty)) return;
+    if (this.explicitLoad) {
+      for (const slot of this.slots) await this.recordSlotCleanShutdown(slot);
+      return;
+    }
+    if (this.fatal !== undefined || this.slots.some((slot) => slot.journal.dirty)) return;
     const marks = new Map<number, JournalMark | null>();
     for (const slot of this.slots) marks.set(slot.index, slot.journal.mark() ?? null);
     await writeCleanShutdown(this.fs, this.dir, OFFSETS_JOURNAL_FORMAT, marks);
@@ -442,13 +573,21 @@ export class OffsetStore {
     await verifyJournal(this.fs, slot.journal.path, OFFSETS_JOURNAL_FORMAT, mark, (line, where) => decodeJournalRecord(where, line).seq);
   }
 
-  /** Before this process's first write of any slot file: from now on the clean-shutdown record is stale. */
-  private beforeWrite(): Promise<void> {
+  /**
+   * Before this process's first write of any slot file, the store-wide clean-shutdown record goes (from now
+   * on it is stale); before a slot's next write, the slot's own record read at its load.
+   */
+  private async beforeWrite(slot: SlotWriter): Promise<void> {
     this.cleanShutdownRemoved ??= removeCleanShutdown(this.fs, this.dir).catch((error: unknown) => {
       this.cleanShutdownRemoved = undefined;
       throw error;
     });
-    return this.cleanShutdownRemoved;
+    await this.cleanShutdownRemoved;
+    const record = slot.cleanRecord;
+    if (record !== undefined) {
+      await removeRecordFile(this.fs, this.dir, record);
+      if (slot.cleanRecord === record) slot.cleanRecord = undefined;
+    }
   }
 
   private writer(index: number): SlotWriter {
@@ -522,7 +661,7 @@ export class OffsetStore {
 
   /** Appends one journal record with the write's changes and makes it durable. */
   private async append(slot: SlotWriter, groups: GroupDelta[], nextSeq: number): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     // A slot's first write: a journal header and an empty checkpoint of generation 1, which vouches for it.
     if (slot.generation === 0) await this.firstFold(slot);
     // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
@@ -550,7 +689,7 @@ export class OffsetStore {
    * the next append.
    */
   private async fold(slot: SlotWriter): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     const generation = slot.generation + 1;
     const body: CheckpointBody = { ...bodyFromSlot(slot.index, slot.lastSeq, slot.state), generation };
     const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, body);
@@ -572,7 +711,7 @@ export class OffsetStore {
    * journal, which cannot be told from a journal lost to damage.
    */
   private async firstFold(slot: SlotWriter): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     const body: CheckpointBody = { ...bodyFromSlot(slot.index, slot.lastSeq, slot.state), generation: 1 };
     const bytes = encodeState(OFFSETS_SLOT_FORMAT, OFFSETS_SLOT_VERSION, body);
     slot.folding = true;
@@ -628,10 +767,11 @@ function decodeJournalRecord(where: string, line: Uint8Array): JournalRecord {
 /**
  * Loads a slot: its checkpoint, then the journal's records after the checkpoint's lastSeq, replayed in
  * order (CorruptStateError for a damaged file or a record that does not continue the state), checked
- * against the clean-shutdown record when there is one. Writes nothing: a standing other than "current" or
- * "fresh" is for the store to finish (`finishLoad`) once every slot is read.
+ * against the clean-shutdown record when there is one. Writes nothing but the cut of a torn last line (not
+ * even that when `readOnly`: a former owner's files): a standing other than "current" or "fresh" is for
+ * the store to finish (`finishLoad`) once every slot is read.
  */
-async function loadSlot(fs: Fs, dir: string, slot: SlotWriter, cleanShutdown: CleanShutdown | undefined): Promise<JournalStanding> {
+async function loadSlot(fs: Fs, dir: string, slot: SlotWriter, cleanShutdown: CleanShutdown | undefined, readOnly: boolean): Promise<JournalStanding> {
   let groups: ReplayGroups = new Map();
   let nextSeq = 0;
   let lastSeq = 0;
@@ -650,6 +790,7 @@ async function loadSlot(fs: Fs, dir: string, slot: SlotWriter, cleanShutdown: Cl
   const contents = await readJournal(fs, slot.journal.path, {
     format: OFFSETS_JOURNAL_FORMAT,
     cutTornTail: recorded === undefined,
+    readOnly,
     onRecord: (line, where, header) => {
       const record = decodeJournalRecord(where, line);
       // Before the checks below, so that a gap is reported as one rather than as a missing checkpoint.

@@ -62,8 +62,29 @@ import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import { PREPARE_STATES, compareStrings, parseTxnEntry, type TxnEntry } from "../domain/txn/txn-state.ts";
 import type { Fs } from "../platform/fs.ts";
 import { cleanTmpFiles, ensureDir, writeFileAtomic } from "./atomic-file.ts";
-import { checkAgainstCleanShutdown, readCleanShutdown, removeCleanShutdown, writeCleanShutdown, type CleanShutdown } from "./clean-shutdown.ts";
+import {
+  checkAgainstCleanShutdown,
+  readCleanShutdown,
+  readSlotCleanShutdown,
+  removeCleanShutdown,
+  removeRecordFile,
+  writeCleanShutdown,
+  writeSlotCleanShutdown,
+  type CleanShutdown,
+} from "./clean-shutdown.ts";
 import { checkJournalFollows, checkSequence, holdingWriter, JournalFile, verifySlots, readJournal, verifyJournal, type JournalMark, type StateVerifyReport } from "./journal-file.ts";
+import {
+  findEpochFile,
+  listSlotEpochs,
+  NewerSlotEpochError,
+  readRacingWriter,
+  removableNames,
+  slotCheckpointName,
+  slotCleanShutdownName,
+  slotJournalName,
+  sourceEpoch,
+  unlinkIfPresent,
+} from "./slot-files.ts";
 import { decodeState, encodeState, loadState } from "./state-file.ts";
 
 export const TXN_SLOT_FORMAT = "txn-state-slot";
@@ -85,6 +106,21 @@ export function txnSlotPath(dataDir: string, slot: number): string {
 
 export function txnJournalPath(dataDir: string, slot: number): string {
   return join(txnStateDir(dataDir), `slot-${slot}.journal`);
+}
+
+/** The checkpoint of `slot` at coordinator epoch `epoch` (slot-files.ts; epoch 0 is `txnSlotPath`). */
+export function txnSlotPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(txnStateDir(dataDir), slotCheckpointName(slot, epoch));
+}
+
+/** The journal of `slot` at coordinator epoch `epoch` (epoch 0 is `txnJournalPath`). */
+export function txnJournalPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(txnStateDir(dataDir), slotJournalName(slot, epoch));
+}
+
+/** The clean-shutdown record of `slot` at coordinator epoch `epoch` >= 1 (cluster mode). */
+export function txnCleanShutdownPathAt(dataDir: string, slot: number, epoch: number): string {
+  return join(txnStateDir(dataDir), slotCleanShutdownName(slot, epoch));
 }
 
 /** An update function's "no": nothing is written, and the update resolves to this value. */
@@ -124,8 +160,9 @@ export interface TxnStateStoreOptions {
   compactRatio?: number;
   /**
    * Cluster mode (slots move between brokers sharing the data directory): a slot is read from disk only by
-   * `loadSlot` (its take-over), never at first use, and `list` covers only loaded slots; `get` and `update`
-   * of a slot that is not loaded fail (a plain Error, retriable). Default false: every slot loads lazily.
+   * `loadSlot` (its take-over, at a coordinator epoch), never at first use, and `list` covers only loaded
+   * slots; `get` and `update` of a slot that is not loaded fail (a plain Error, retriable). Default false:
+   * every slot loads lazily, at epoch 0.
    */
   explicitLoad?: boolean;
 }
@@ -169,6 +206,10 @@ class Slot {
   /** Updates of this slot called and not yet settled (a release waits for them). */
   updatesInProgress = 0;
   notifyUpdatesDone: () => void = () => undefined;
+  /** The coordinator epoch whose files the slot reads and writes (undefined: not loaded nor loading). */
+  epoch: number | undefined;
+  /** The slot's own clean-shutdown record (epoch >= 1) read at load, removed before the next write. */
+  cleanRecord: string | undefined;
   /** Sequence number of the last durable journal record (or of the checkpoint). */
   lastSeq = 0;
   checkpointBytes = 0;
@@ -181,10 +222,21 @@ class Slot {
 
   constructor(
     readonly index: number,
-    readonly checkpointPath: string,
+    /** The current epoch's checkpoint (epoch 0's until a load names another). */
+    public checkpointPath: string,
     /** Replaced at load by one that knows the length of the valid content. */
     public journal: JournalFile,
   ) {}
+}
+
+/** Which files a slot's read takes its state from. */
+interface ReadFrom {
+  readonly checkpointPath: string;
+  readonly journalPath: string;
+  /** The clean-shutdown record that vouches for these files, if any. */
+  readonly record: CleanShutdown | undefined;
+  /** A former owner's files: never written (a torn tail stays, no rewrite of older formats). */
+  readonly readOnly: boolean;
 }
 
 export class TxnStateStore {
@@ -223,7 +275,6 @@ export class TxnStateStore {
     if (!Number.isSafeInteger(slotCount) || slotCount < 1) throw new RangeError(`invalid slot count ${slotCount}`);
     const dir = txnStateDir(dataDir);
     await ensureDir(fs, dir);
-    await cleanTmpFiles(fs, dir);
     const store = new TxnStateStore(
       fs,
       dir,
@@ -236,9 +287,13 @@ export class TxnStateStore {
     );
     if (store.explicitLoad) {
       // Slots move between brokers: another broker may change a slot after this one closed, so no
-      // record of this broker's vouches for them. One left by a single-broker run is stale.
+      // store-wide record vouches for them (each slot epoch has its own). One left by a single-broker run
+      // is stale. Tmp files are not cleaned here: other brokers' writes in flight are among them.
       await removeCleanShutdown(fs, dir);
+      store.cleanShutdownRemoved = Promise.resolve();
     } else {
+      await refuseEpochFiles(fs, dir);
+      await cleanTmpFiles(fs, dir);
       store.cleanShutdown = await readCleanShutdown(fs, dir, TXN_JOURNAL_FORMAT);
     }
     return store;
@@ -321,12 +376,24 @@ export class TxnStateStore {
   }
 
   /**
-   * Reads slot `index` from disk (checkpoint, then the journal after it), as the previous owner left it, and
-   * returns its durable entries. A slot already loaded is returned as it is.
+   * Reads slot `index` from disk as the previous owner left it and returns its durable entries; from then
+   * on the slot's files are those of coordinator epoch `epoch` (slot-files.ts). The files read are the
+   * newest epoch's whose checkpoint exists (epoch 0's, today's names, when there is none). When that is
+   * an older epoch than `epoch` (a take-over), they are only read, never written, and the state read is
+   * written as the checkpoint of `epoch`'s own files, durably, before this resolves; files two owners
+   * back are removed then. At the same epoch they are this store's own, loaded as at open. Epoch 0 (the
+   * default) is today's files read and written in place. A file of an epoch above `epoch` means a newer
+   * owner took the slot over: NewerSlotEpochError, and nothing is read or written. A slot already
+   * loaded at `epoch` is returned as it is; at another epoch it must be released first.
    */
-  async loadSlot(index: number): Promise<TxnEntry[]> {
+  async loadSlot(index: number, epoch = 0): Promise<TxnEntry[]> {
     const slot = this.slotAt(index);
-    await this.load(slot);
+    if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > 0x7fffffff) throw new RangeError(`invalid coordinator epoch ${epoch}`);
+    if (epoch !== 0 && !this.explicitLoad) throw new Error("slots are loaded at a coordinator epoch only in explicit-load mode");
+    if (slot.epoch !== undefined && slot.epoch !== epoch) {
+      throw new Error(`transaction state slot ${index} is loaded at coordinator epoch ${slot.epoch}, not ${epoch}; release it first`);
+    }
+    await this.load(slot, epoch);
     return [...slot.durable.values()];
   }
 
@@ -347,15 +414,27 @@ export class TxnStateStore {
     await slot.idle;
     if (!slot.loaded) return;
     await slot.journal.close();
+    try {
+      await this.recordSlotCleanShutdown(slot);
+    } finally {
+      this.forget(slot);
+    }
+  }
+
+  /** Back to a slot never read (released, or its load failed). */
+  private forget(slot: Slot): void {
     slot.loaded = false;
     slot.loading = undefined;
+    slot.epoch = undefined;
+    slot.cleanRecord = undefined;
     slot.live = new Map();
     slot.durable = new Map();
     slot.pending = new Map();
     slot.lastSeq = 0;
     slot.checkpointBytes = 0;
     slot.generation = 0;
-    slot.journal = this.journalOf(index);
+    slot.checkpointPath = txnSlotPath(this.dataDir, slot.index);
+    slot.journal = this.journalOf(slot.index);
   }
 
   /**
@@ -370,6 +449,7 @@ export class TxnStateStore {
       await slot.idle;
       await slot.journal.close();
     }
+    for (const slot of this.slots) await this.recordSlotCleanShutdown(slot);
     await this.recordCleanShutdown();
   }
 
@@ -433,13 +513,32 @@ export class TxnStateStore {
     await writeCleanShutdown(this.fs, this.dir, TXN_JOURNAL_FORMAT, marks);
   }
 
-  /** Before this process's first write of any slot file: from now on the clean-shutdown record is stale. */
-  private beforeWrite(): Promise<void> {
+  /**
+   * Cluster mode, at release and close: the slot's own record for its epoch (>= 1), with its journal as
+   * left, for whoever reads these files next (not after a fatal error or a dirty tail).
+   */
+  private async recordSlotCleanShutdown(slot: Slot): Promise<void> {
+    if (!this.explicitLoad || !slot.loaded || slot.epoch === undefined || slot.epoch === 0) return;
+    if (this.fatal !== undefined || slot.journal.dirty) return;
+    const path = txnCleanShutdownPathAt(this.dataDir, slot.index, slot.epoch);
+    await writeSlotCleanShutdown(this.fs, path, TXN_JOURNAL_FORMAT, slot.index, slot.journal.mark() ?? null);
+  }
+
+  /**
+   * Before this process's first write of any slot file, the store-wide clean-shutdown record goes (from now
+   * on it is stale); before a slot's next write, the slot's own record read at its load.
+   */
+  private async beforeWrite(slot: Slot): Promise<void> {
     this.cleanShutdownRemoved ??= removeCleanShutdown(this.fs, this.dir).catch((error: unknown) => {
       this.cleanShutdownRemoved = undefined;
       throw error;
     });
-    return this.cleanShutdownRemoved;
+    await this.cleanShutdownRemoved;
+    const record = slot.cleanRecord;
+    if (record !== undefined) {
+      await removeRecordFile(this.fs, this.dir, record);
+      if (slot.cleanRecord === record) slot.cleanRecord = undefined;
+    }
   }
 
   // ---- internals -------------------------------------------------------------------------------
@@ -537,7 +636,7 @@ export class TxnStateStore {
   }
 
   private async append(slot: Slot, batch: Map<string, TxnEntry | undefined>): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     // A slot's first write: a journal header and an empty checkpoint of generation 1, which vouches for it.
     if (slot.generation === 0) await this.firstFold(slot);
     // A fold wrote its checkpoint and failed to replace the journal: replace it before appending.
@@ -566,7 +665,7 @@ export class TxnStateStore {
    * the next append.
    */
   private async fold(slot: Slot): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     const generation = slot.generation + 1;
     const body: SlotBody = {
       generation,
@@ -592,7 +691,7 @@ export class TxnStateStore {
    * journal, which cannot be told from a journal lost to damage.
    */
   private async firstFold(slot: Slot): Promise<void> {
-    await this.beforeWrite();
+    await this.beforeWrite(slot);
     const body: SlotBody = {
       generation: 1,
       lastSeq: slot.lastSeq,
@@ -617,17 +716,22 @@ export class TxnStateStore {
     return slot;
   }
 
-  /** Loads the slot once (concurrent callers share the read). */
-  private async load(slot: Slot): Promise<void> {
+  /** Loads the slot once (concurrent callers share the read), at `epoch` (always 0 outside explicit-load mode). */
+  private async load(slot: Slot, epoch = 0): Promise<void> {
     if (slot.loaded) return;
     if (slot.loading === undefined) {
-      slot.loading = this.read(slot).then(
+      slot.epoch = epoch;
+      const reading = this.explicitLoad
+        ? this.readAtEpoch(slot, epoch)
+        : this.read(slot, { checkpointPath: slot.checkpointPath, journalPath: txnJournalPath(this.dataDir, slot.index), record: this.cleanShutdown, readOnly: false });
+      slot.loading = reading.then(
         () => {
           slot.loaded = true;
         },
         (error: unknown) => {
           // Not cached: a transient read failure may pass; a corrupt file fails again, loudly, every time.
-          slot.loading = undefined;
+          // Nothing of the failed read stays (paths of another epoch among it).
+          this.forget(slot);
           throw error;
         },
       );
@@ -635,10 +739,68 @@ export class TxnStateStore {
     await slot.loading;
   }
 
-  private async read(slot: Slot): Promise<void> {
+  /**
+   * Explicit-load mode: reads the slot as its newest epoch's files (up to `epoch`) say. Its own epoch's
+   * files are loaded and finished as at open; an older epoch's are only read (a former owner may still
+   * write them), and the state read becomes `epoch`'s checkpoint (`takeOver`).
+   */
+  private async readAtEpoch(slot: Slot, epoch: number): Promise<void> {
+    const epochs = await listSlotEpochs(this.fs, this.dir, slot.index);
+    const source = await sourceEpoch(this.fs, this.dir, slot.index, epochs, epoch, TXN_JOURNAL_FORMAT);
+    const from = async (e: number, readOnly: boolean): Promise<ReadFrom> => {
+      const files = epochs.find((f) => f.epoch === e);
+      // The record first: once it exists its writer wrote nothing more, so the journal read after it is final.
+      const record =
+        e > 0 && files?.cleanShutdown === true ? await readSlotCleanShutdown(this.fs, txnCleanShutdownPathAt(this.dataDir, slot.index, e), TXN_JOURNAL_FORMAT, slot.index) : undefined;
+      return { checkpointPath: txnSlotPathAt(this.dataDir, slot.index, e), journalPath: txnJournalPathAt(this.dataDir, slot.index, e), record, readOnly };
+    };
+    if (source === epoch) {
+      const own = await from(epoch, false);
+      slot.cleanRecord = own.record?.path;
+      await this.read(slot, own);
+      return;
+    }
+    await readRacingWriter(async () => this.read(slot, await from(source, true)));
+    await this.takeOver(slot, epoch);
+    for (const name of [...removableNames(slot.index, epochs, source, epoch), ...(epochs.find((f) => f.epoch === epoch)?.tmp ?? [])]) {
+      // Tidiness only (nobody reads these again), hence no directory fsync.
+      await unlinkIfPresent(this.fs, this.dir, name);
+    }
+  }
+
+  /**
+   * The state just read from an older epoch's files becomes the checkpoint of `epoch`'s, as a slot's first
+   * write does it: the journal's header first, then the checkpoint, each atomically. A crash in between
+   * leaves a header alone, which a later load passes over (the older epoch is read again).
+   */
+  private async takeOver(slot: Slot, epoch: number): Promise<void> {
+    const generation = slot.generation + 1;
+    const checkpointPath = txnSlotPathAt(this.dataDir, slot.index, epoch);
+    const journal = new JournalFile(this.fs, this.dir, txnJournalPathAt(this.dataDir, slot.index, epoch), TXN_JOURNAL_FORMAT);
+    const body: SlotBody = {
+      generation,
+      lastSeq: slot.lastSeq,
+      entries: [...slot.durable.values()].sort((a, b) => compareStrings(a.transactionalId, b.transactionalId)),
+    };
+    const bytes = encodeState(TXN_SLOT_FORMAT, TXN_SLOT_VERSION, body);
+    slot.folding = true;
+    try {
+      await journal.reset(generation, slot.lastSeq);
+      await writeFileAtomic(this.fs, checkpointPath, bytes);
+    } finally {
+      slot.folding = false;
+    }
+    slot.journal = journal;
+    slot.checkpointPath = checkpointPath;
+    slot.checkpointBytes = bytes.length;
+    slot.generation = generation;
+  }
+
+  private async read(slot: Slot, from: ReadFrom): Promise<void> {
     const entries = new Map<string, TxnEntry>();
     let lastSeq = 0;
-    const checkpoint = await loadState(this.fs, slot.checkpointPath, TXN_SLOT_FORMAT, {
+    const checkpointPath = from.checkpointPath;
+    const checkpoint = await loadState(this.fs, checkpointPath, TXN_SLOT_FORMAT, {
       current: TXN_SLOT_VERSION,
       accepted: [1],
       migrate: markVersion1Checkpoint,
@@ -646,18 +808,18 @@ export class TxnStateStore {
     });
     if (checkpoint !== undefined) {
       for (const entry of checkpoint.entries) {
-        this.checkBelongs(slot, slot.checkpointPath, entry.transactionalId);
+        this.checkBelongs(slot, checkpointPath, entry.transactionalId);
         if (entries.has(entry.transactionalId)) {
-          throw new CorruptStateError(slot.checkpointPath, `transactional id ${JSON.stringify(entry.transactionalId)} appears twice`);
+          throw new CorruptStateError(checkpointPath, `transactional id ${JSON.stringify(entry.transactionalId)} appears twice`);
         }
         entries.set(entry.transactionalId, entry);
       }
       lastSeq = checkpoint.lastSeq;
-      slot.checkpointBytes = (await this.fs.stat(slot.checkpointPath))?.size ?? 0;
+      slot.checkpointBytes = (await this.fs.stat(checkpointPath))?.size ?? 0;
     }
 
-    const journalPath = txnJournalPath(this.dataDir, slot.index);
-    const record = this.cleanShutdown;
+    const journalPath = from.journalPath;
+    const record = from.record;
     const recorded = record?.slots.get(slot.index);
     /** The records after the checkpoint, as read (an old-format journal is rewritten with them). */
     const replayed: Uint8Array[] = [];
@@ -665,13 +827,14 @@ export class TxnStateStore {
     const contents = await readJournal(this.fs, journalPath, {
       format: TXN_JOURNAL_FORMAT,
       cutTornTail: recorded === undefined,
+      readOnly: from.readOnly,
       onRecord: (line, where, header) => {
         const body = decodeJournalRecord(where, line);
         // Before the checks below, so that a gap is reported as one rather than as a missing checkpoint.
         checkSequence(where, body.seq, previousSeq, header);
         previousSeq = body.seq;
         if (body.seq > lastSeq + 1) {
-          throw new CorruptStateError(where, `record ${body.seq} continues a checkpoint at ${lastSeq} (${slot.checkpointPath} missing or older)`);
+          throw new CorruptStateError(where, `record ${body.seq} continues a checkpoint at ${lastSeq} (${checkpointPath} missing or older)`);
         }
         if (body.seq === lastSeq + 1) {
           for (const entry of body.put) {
@@ -686,20 +849,23 @@ export class TxnStateStore {
       },
     });
     if (record !== undefined && recorded !== undefined) checkAgainstCleanShutdown(record, contents, recorded);
-    const standing = checkJournalFollows(contents, slot.checkpointPath, checkpoint && { generation: checkpoint.generation, lastSeq: checkpoint.lastSeq });
+    const standing = checkJournalFollows(contents, checkpointPath, checkpoint && { generation: checkpoint.generation, lastSeq: checkpoint.lastSeq });
 
     slot.live = new Map(entries);
     slot.durable = entries;
     slot.lastSeq = lastSeq;
     slot.generation = checkpoint?.generation ?? 0;
+    slot.checkpointPath = checkpointPath;
     slot.journal = new JournalFile(this.fs, this.dir, journalPath, TXN_JOURNAL_FORMAT, contents);
+    // A former owner's files stay as they are: the take-over writes the state read as its own files.
+    if (from.readOnly) return;
     if (standing === "previous") {
-      await this.beforeWrite();
+      await this.beforeWrite(slot);
       await slot.journal.reset(slot.generation, lastSeq);
     } else if (standing === "old-format") {
       // Files of an older version: first the journal gets a header (generation 0, the same records),
       // then a fold writes the current checkpoint. A crash between the two leaves files this reads again.
-      await this.beforeWrite();
+      await this.beforeWrite(slot);
       if (contents.header === undefined) await slot.journal.reset(0, checkpoint?.lastSeq ?? 0, replayed, lastSeq);
       await this.fold(slot);
     }
@@ -746,4 +912,10 @@ function parseJournalBody(body: unknown): JournalBody {
   if (!Array.isArray(b.put)) throw new Error("put is not an array");
   if (!Array.isArray(b.del) || !b.del.every((id: unknown) => typeof id === "string")) throw new Error("del is not a list of ids");
   return { seq: b.seq, put: b.put.map(parseTxnEntry), del: b.del as string[] };
+}
+
+/** Single-broker mode reads epoch 0's files only: a directory cluster mode wrote is not its to serve. */
+async function refuseEpochFiles(fs: Fs, dir: string): Promise<void> {
+  const found = await findEpochFile(fs, dir);
+  if (found !== undefined) throw new NewerSlotEpochError(join(dir, found.name), found.parsed.slot, 0, found.parsed.epoch);
 }
