@@ -38,13 +38,16 @@ import {
   type SyncGroupOutcome,
 } from "../domain/groups/group-coordinator-state.ts";
 import type { OffsetCommitEntry, OffsetSlot, TopicPartitionRef } from "../domain/groups/offsets.ts";
-import { FatalError } from "../errors/errors.ts";
+import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import { OffsetStore } from "../storage/offset-store.ts";
+import type { OffsetCompletionQueue, QueuedCompletion } from "../storage/offset-queue.ts";
+import type { Waker } from "../cluster/waker.ts";
 import { KeyedTimers } from "./group-timers.ts";
+import type { TxnOffsetCompletion } from "./txn-coordinator.ts";
 
 /** offset.metadata.max.bytes (Apache's default). */
 export const OFFSET_METADATA_MAX_BYTES = 4096;
@@ -52,6 +55,8 @@ export const OFFSET_METADATA_MAX_BYTES = 4096;
 export const OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000;
 /** Offsets expired per slot write by the sweep. */
 export const SWEEP_BATCH_MAX = 10_000;
+/** How often the queued offset completions of the served slots are looked for when no wake-up came. */
+export const OFFSET_QUEUE_POLL_INTERVAL_MS = 2_000;
 
 export interface GroupCoordinatorOptions extends Partial<GroupCoordinatorConfig> {
   offsetsRetentionMs?: number;
@@ -65,6 +70,9 @@ export interface GroupCoordinatorOptions extends Partial<GroupCoordinatorConfig>
    * `acquireSlot` takes it over.
    */
   loadAllSlotsAtStart?: boolean;
+  /** Poll the offset completion queue of the served slots (default true when `offsetQueue` is given). */
+  offsetQueuePoll?: boolean;
+  offsetQueuePollIntervalMs?: number;
   newUuid?: () => string;
 }
 
@@ -75,6 +83,15 @@ export interface GroupCoordinatorDeps {
   dataDir: string;
   ownership: Ownership;
   options?: GroupCoordinatorOptions;
+  /**
+   * Cluster mode: completions of transactional offsets whose group slot another broker serves are queued
+   * here for the slot's owner, and this coordinator applies those queued for the slots it serves
+   * (docs/architecture.md, "Slot take-over (group coordinator)"). Absent: such a completion is refused
+   * (retriably) and the transaction coordinator retries it until this broker serves the slot.
+   */
+  offsetQueue?: OffsetCompletionQueue;
+  /** Wakes the owner of a group slot when a completion is queued for it, and wakes this one. */
+  waker?: Waker;
 }
 
 export interface OffsetCommitPartitionInput {
@@ -135,6 +152,20 @@ export class GroupCoordinator {
   private readonly servedSlots = new Map<number, number>();
   /** Take-overs in progress, by slot (concurrent callers share one). */
   private readonly acquiring = new Map<number, Promise<void>>();
+  /**
+   * Served slots whose queued offset completions have not been applied since they were loaded: they
+   * answer COORDINATOR_LOAD_IN_PROGRESS, as a slot still loading does (its staged offsets are not yet
+   * what the transactions decided).
+   */
+  private readonly undrained = new Set<number>();
+  /** The drain of each slot's completion queue in progress (one at a time per slot). */
+  private readonly draining = new Map<number, Promise<number>>();
+  /** Completion files being written, by path (the groups of one slot in one transaction share a file). */
+  private readonly enqueuing = new Map<string, Promise<void>>();
+  /** Damaged completion files already reported, so that the log is not flooded every poll. */
+  private readonly reportedCorrupt = new Set<string>();
+  private queueTimer: ReturnType<typeof setInterval> | undefined;
+  private stopWakes: (() => void) | undefined;
   readonly retentionMs: number;
   private readonly loadsAllSlots: boolean;
   private readonly metadataMaxBytes: number;
@@ -180,6 +211,21 @@ export class GroupCoordinator {
       if (groups > 0) deps.log.info("loaded consumer groups", { groups });
     }
     if (options.sweep !== false) coordinator.startSweep(options.offsetsRetentionCheckIntervalMs ?? OFFSETS_RETENTION_CHECK_INTERVAL_MS);
+    if (deps.offsetQueue !== undefined) {
+      coordinator.stopWakes = deps.waker?.onWake((target) => {
+        if (target.kind === "group-slot") coordinator!.wakeSlot(target.slot);
+      });
+      if (options.offsetQueuePoll !== false) coordinator.startQueuePoll(options.offsetQueuePollIntervalMs ?? OFFSET_QUEUE_POLL_INTERVAL_MS);
+      // Every slot loaded at open has its queue applied before it is served.
+      await Promise.all(
+        [...coordinator.undrained].map((slot) =>
+          coordinator!.drainCompletions(slot).catch((error: unknown) => {
+            if (error instanceof FatalError) throw error;
+            return 0; // logged; the slot stays unserved and the poll tries again
+          }),
+        ),
+      );
+    }
     return coordinator;
   }
 
@@ -193,6 +239,12 @@ export class GroupCoordinator {
     }
     this.state.load(records, nowMs);
     this.servedSlots.set(slot, epoch);
+    if (this.deps.offsetQueue !== undefined) {
+      // Completions queued for the slot while another broker (or nobody) served it are applied before
+      // its groups are served (refusal answers COORDINATOR_LOAD_IN_PROGRESS until then).
+      this.undrained.add(slot);
+      if (!this.loadsAllSlots) this.drainInBackground(slot);
+    }
     return records.length;
   }
 
@@ -263,7 +315,7 @@ export class GroupCoordinator {
     if (this.closed) return ErrorCode.NOT_COORDINATOR;
     const slot = slotOf(groupId);
     const standing = this.deps.ownership.standing({ kind: "group", slot });
-    if (standing.state === "owned") return this.servedSlots.has(slot) ? undefined : ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
+    if (standing.state === "owned") return this.servedSlots.has(slot) && !this.undrained.has(slot) ? undefined : ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
     return standing.state === "loading" ? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS : ErrorCode.NOT_COORDINATOR;
   }
 
@@ -407,6 +459,9 @@ export class GroupCoordinator {
     if (refused !== undefined) return { errorCode: refused, topics: [] };
     const slotIndex = slotOf(groupId);
     if (requireStable) {
+      // Completions queued for the slot are applied first: a transaction already decided answers stable
+      // as soon as possible. Until its completion is applied, its staged offsets answer UNSTABLE_OFFSET_COMMIT.
+      await this.ensureDrained(slotIndex).catch((error: unknown) => this.rethrowFatal(error));
       // Let the writes queued before this fetch land first (Apache serves require_stable through its write path).
       await this.store.mutate(slotIndex, () => undefined).catch((error: unknown) => this.rethrowFatal(error));
       // The slot may have been handed over while this fetch waited.
@@ -502,6 +557,10 @@ export class GroupCoordinator {
       positions.push(i);
     });
     if (entries.length === 0) return results;
+    // A completion queued for this slot is applied (and its file removed, durably) before anything is
+    // staged here: the completion names only the producer id, and must not reach this producer's next
+    // transaction (storage/offset-queue.ts).
+    await this.ensureDrained(slotOf(groupId));
     const codes = await this.store.mutate(slotOf(groupId), (draft) => draft.stage(groupId, producerId, entries));
     codes.forEach((code, j) => (results[positions[j]!] = code));
     return results;
@@ -509,16 +568,151 @@ export class GroupCoordinator {
 
   /**
    * Commits (or discards) what `producerId` staged for the group, durably; idempotent. Returns how many
-   * staged offsets there were. Rejects (retriably: the transaction stays Prepare* and the transaction
-   * coordinator's reconcile pass tries again) when the group's slot is not served here: its staged offsets
-   * are in the slot's files, which another broker may own now, and this broker cannot complete them there.
+   * staged offsets there were (0 when the completion was queued for another broker).
+   *
+   * The group's slot served here: completed in the slot (after any completion queued for it). Served
+   * elsewhere, with an offset queue (cluster mode) and the transaction's decision (`txn`): the completion
+   * is queued for the slot, durably, and the slot's owner woken; it resolves once the file is durable,
+   * which is the hand-off (the owner applies it exactly once, see `drainCompletions`). Without a queue it
+   * rejects (retriably: the transaction stays Prepare* and the transaction coordinator's reconcile pass
+   * tries again), since the staged offsets are in the slot's files, which another broker may own now.
    */
-  completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number> {
+  async completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean, txn?: TxnOffsetCompletion): Promise<number> {
     const slot = slotOf(groupId);
-    if (!this.servedSlots.has(slot)) {
-      return Promise.reject(new Error(`the offsets of group ${JSON.stringify(groupId)} cannot be completed here: its slot ${slot} is not served by this broker`));
+    if (this.servedSlots.has(slot)) {
+      await this.ensureDrained(slot);
+      return this.store.mutate(slot, (draft) => draft.completeTransaction(groupId, producerId, commit));
     }
-    return this.store.mutate(slot, (draft) => draft.completeTransaction(groupId, producerId, commit));
+    const queue = this.deps.offsetQueue;
+    if (queue === undefined || txn === undefined) {
+      throw new Error(`the offsets of group ${JSON.stringify(groupId)} cannot be completed here: its slot ${slot} is not served by this broker`);
+    }
+    const completion: QueuedCompletion = {
+      transactionalId: txn.transactionalId,
+      producerId,
+      producerEpoch: txn.producerEpoch,
+      result: commit ? "commit" : "abort",
+      // Every group of the transaction in this slot: the groups' calls share the one file.
+      groups: [...new Set([groupId, ...txn.groups.filter((g) => slotOf(g) === slot)])].sort(),
+      decidedMs: txn.decidedMs,
+    };
+    const key = `${slot}/${completion.producerId}-${completion.producerEpoch}-${completion.decidedMs}-${completion.result}`;
+    let writing = this.enqueuing.get(key);
+    if (writing === undefined) {
+      writing = queue.enqueue(slot, completion).then(() => undefined);
+      const written = writing;
+      this.enqueuing.set(key, written);
+      void written.catch(() => undefined).finally(() => {
+        if (this.enqueuing.get(key) === written) this.enqueuing.delete(key);
+      });
+    }
+    await writing;
+    this.deps.waker?.wake({ kind: "group-slot", slot });
+    return 0;
+  }
+
+  // ---- the offset completion queue (cluster mode) ----------------------------------------------
+
+  /** A wake-up for a group slot: its queue is drained if the slot is served here. */
+  wakeSlot(slot: number): void {
+    if (!this.servedSlots.has(slot) || this.closed) return;
+    this.drainInBackground(slot);
+  }
+
+  private drainInBackground(slot: number): void {
+    this.drainCompletions(slot).catch((error: unknown) => {
+      if (error instanceof FatalError) return this.backgroundFailure(error);
+      // A damaged file was logged where it was found; anything else is tried again at the next poll.
+      if (!(error instanceof CorruptStateError)) this.backgroundFailure(error);
+    });
+  }
+
+  /**
+   * Applies the completions queued for a served slot, in decision order: each one's groups completed in
+   * one durable slot write, then its file removed (durably). Idempotent: a completion applied again finds
+   * nothing staged for its producer. A damaged file stops the drain there (CorruptStateError naming it,
+   * logged once): the slot stays unserved (COORDINATOR_LOAD_IN_PROGRESS) rather than serve offsets that
+   * a decided transaction has not completed, and the drain is tried again at the next wake-up or poll.
+   * Resolves how many completions were applied; a drain already running is joined.
+   */
+  drainCompletions(slot: number): Promise<number> {
+    const running = this.draining.get(slot);
+    if (running !== undefined) return running;
+    const drain = this.drainNow(slot).finally(() => {
+      if (this.draining.get(slot) === drain) this.draining.delete(slot);
+    });
+    this.draining.set(slot, drain);
+    return drain;
+  }
+
+  /** Whether the slot's queued completions were applied since it was loaded (tests, introspection). */
+  completionsDrained(slot: number): boolean {
+    return this.servedSlots.has(slot) && !this.undrained.has(slot);
+  }
+
+  private async drainNow(slot: number): Promise<number> {
+    const queue = this.deps.offsetQueue;
+    if (queue === undefined) return 0;
+    let applied = 0;
+    for (const path of await queue.list(slot)) {
+      if (this.closed || !this.servedSlots.has(slot)) return applied;
+      let completion: QueuedCompletion | undefined;
+      try {
+        completion = await queue.read(path);
+      } catch (error) {
+        this.rethrowFatal(error);
+        if (!this.reportedCorrupt.has(path)) {
+          this.reportedCorrupt.add(path);
+          this.deps.log.error("a queued offset completion cannot be read; its group slot is not served until it can", { slot, path, error: String(error) });
+        }
+        throw error;
+      }
+      if (completion === undefined) continue; // applied and removed by a former owner meanwhile
+      const groups = completion.groups.filter((g) => slotOf(g) === slot);
+      const commit = completion.result === "commit";
+      const { producerId } = completion;
+      try {
+        await this.store.mutate(slot, (draft) => {
+          for (const groupId of groups) draft.completeTransaction(groupId, producerId, commit);
+        });
+      } catch (error) {
+        this.rethrowFatal(error);
+        // Released meanwhile, or a write that failed: the file stays for whoever serves the slot next.
+        if (!this.servedSlots.has(slot)) return applied;
+        throw error;
+      }
+      await queue.remove(path);
+      this.reportedCorrupt.delete(path);
+      applied += 1;
+    }
+    if (this.servedSlots.has(slot)) this.undrained.delete(slot);
+    return applied;
+  }
+
+  /**
+   * Resolves once no completion is queued for the slot (after applying those that are): a drain in
+   * progress may have listed the queue before a newer file appeared, so the queue is listed again after it.
+   */
+  private async ensureDrained(slot: number): Promise<void> {
+    const queue = this.deps.offsetQueue;
+    if (queue === undefined) return;
+    for (;;) {
+      const running = this.draining.get(slot);
+      if (running !== undefined) await running;
+      if ((await queue.list(slot)).length === 0) {
+        if (this.servedSlots.has(slot)) this.undrained.delete(slot);
+        return;
+      }
+      if (!this.servedSlots.has(slot)) return;
+      await this.drainCompletions(slot);
+    }
+  }
+
+  private startQueuePoll(intervalMs: number): void {
+    this.queueTimer = setInterval(() => {
+      for (const slot of this.servedSlots.keys()) this.wakeSlot(slot);
+    }, intervalMs);
+    (this.queueTimer as { unref?: () => void }).unref?.();
   }
 
   // ---- expiry ----------------------------------------------------------------------------------
@@ -689,6 +883,9 @@ export class GroupCoordinator {
     this.apply(this.state.shutdown(ErrorCode.NOT_COORDINATOR));
     this.closed = true;
     if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    if (this.queueTimer !== undefined) clearInterval(this.queueTimer);
+    this.stopWakes?.();
+    await Promise.all([...this.draining.values()].map((drain) => drain.catch(() => 0)));
     this.timers.close();
     await this.sweeping?.catch(() => undefined);
     await this.store.close();

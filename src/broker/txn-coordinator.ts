@@ -59,6 +59,7 @@
  */
 import { SLOT_COUNT, slotOf, type Ownership } from "../cluster/ownership.ts";
 import { markerDisposition, type MarkerSpec, type MarkerWriteResult } from "../cluster/marker-queue-watcher.ts";
+import type { Waker } from "../cluster/waker.ts";
 import {
   DEFAULT_COORDINATOR_EPOCH,
   NO_EFFECTS,
@@ -120,9 +121,23 @@ export interface TxnPartitionSide {
   fenceProducer(producerId: number, newEpoch: number): void | Promise<void>;
 }
 
-/** The offset hook: commit or discard what a producer staged for a group (GroupCoordinator implements it). */
+/** The decision an offset completion carries, so that a group slot's owner elsewhere can apply it exactly once. */
+export interface TxnOffsetCompletion {
+  readonly transactionalId: string;
+  readonly producerEpoch: number;
+  /** The decision time (the Prepare* entry's update time): with the producer, it names the decision. */
+  readonly decidedMs: number;
+  /** Every group of the transaction. */
+  readonly groups: readonly string[];
+}
+
+/**
+ * The offset hook: commit or discard what a producer staged for a group (GroupCoordinator implements it).
+ * Resolves once the completion is durable: applied in the group's slot, or, when another broker serves
+ * that slot, queued durably for it (storage/offset-queue.ts), which is the hand-off.
+ */
 export interface TxnOffsetHook {
-  completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean): Promise<number>;
+  completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean, txn?: TxnOffsetCompletion): Promise<number>;
 }
 
 export interface TxnCoordinatorOptions {
@@ -201,6 +216,11 @@ export interface TxnCoordinatorDeps {
   /** Called with a FatalError met in the background (default: rethrown out of any request, so the process exits). */
   onFatal?: (error: FatalError) => void;
   observer?: TxnObserver;
+  /**
+   * Cluster mode: wakes the leader a marker was queued for, and every broker when a fence was published,
+   * once the file is durable (the targets' polls stay the fallback). Absent: nobody is woken.
+   */
+  waker?: Waker;
 }
 
 export interface ProducerIdAndEpochAnswer {
@@ -955,7 +975,13 @@ export class TxnCoordinator {
       const offsetsDone = (async () => {
         if (effects.offsets === undefined) return;
         const { action, producerId, groups } = effects.offsets;
-        await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit")));
+        const txn: TxnOffsetCompletion = {
+          transactionalId: id,
+          producerEpoch: entry?.epoch ?? effects.markers?.producerEpoch ?? 0,
+          decidedMs: effects.markers?.decidedMs ?? entry?.updatedMs ?? 0,
+          groups,
+        };
+        await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit", txn)));
         phases?.("offsets", startMs);
       })();
       const markersDone = (async () => {
@@ -1047,6 +1073,7 @@ export class TxnCoordinator {
   private async fence(fence: FenceEffect): Promise<void> {
     await this.deps.partitions.fenceProducer(fence.producerId, fence.epoch);
     await this.deps.fenceLog.append({ producerId: fence.producerId, epoch: fence.epoch, timestampMs: this.now() });
+    this.deps.waker?.wake({ kind: "fences" });
   }
 
   /**
@@ -1111,6 +1138,7 @@ export class TxnCoordinator {
         partitions: toTopicPartitions(tps),
         decidedMs: markers.decidedMs,
       });
+      this.deps.waker?.wake({ kind: "broker", brokerId: broker });
       for (const tp of tps) finished.add(tpKey(tp));
     }
     return done;

@@ -9,11 +9,13 @@
  * live producer holds. A log that shrank (replaced) is read again from the start; a corrupt line is logged
  * and skipped (fences are defence in depth: the coordinator refuses the old epoch anyway). This broker's own
  * log is skipped: its coordinator fenced its local partitions itself, before it published the fence.
+ * In cluster mode a "fences" wake-up (cluster/waker.ts) polls at once; the poll stays the fallback.
  */
 import { FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
 import { fenceLogPath, listFenceLogs, readFenceLog, type ProducerFence } from "../storage/fence-log.ts";
+import type { Waker } from "./waker.ts";
 
 export const FENCE_LOG_POLL_INTERVAL_MS = 2_000;
 /** Reads per log per poll, so that one huge log cannot hold a poll for long. */
@@ -28,6 +30,8 @@ export interface FenceWatcherDeps {
   log: Logger;
   pollIntervalMs?: number;
   onFatal?: (error: FatalError) => void;
+  /** Cluster mode: a "fences" wake-up polls at once (the poll stays the fallback). */
+  waker?: Waker;
 }
 
 export class FenceWatcher {
@@ -36,11 +40,26 @@ export class FenceWatcher {
   private timer: ReturnType<typeof setInterval> | undefined;
   private polling: Promise<ProducerFence[]> | undefined;
   private stopped = false;
+  private stopWakes: (() => void) | undefined;
+  private wokenDuringPoll = false;
 
   constructor(private readonly deps: FenceWatcherDeps) {}
 
+  /** A wake-up: poll now (or once more right after the poll in progress, which may have read too early). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.polling !== undefined) {
+      this.wokenDuringPoll = true;
+      return;
+    }
+    this.poll().catch((error: unknown) => this.background(error));
+  }
+
   start(): void {
     if (this.timer !== undefined || this.stopped) return;
+    this.stopWakes ??= this.deps.waker?.onWake((target) => {
+      if (target.kind === "fences") this.wake();
+    });
     this.timer = setInterval(() => {
       this.poll().catch((error: unknown) => this.background(error));
     }, this.deps.pollIntervalMs ?? FENCE_LOG_POLL_INTERVAL_MS);
@@ -49,7 +68,13 @@ export class FenceWatcher {
 
   /** One pass over the peers' logs; resolves to the fences applied (a pass already running is joined). */
   poll(): Promise<ProducerFence[]> {
-    this.polling ??= this.pollNow().finally(() => (this.polling = undefined));
+    this.polling ??= this.pollNow().finally(() => {
+      this.polling = undefined;
+      if (this.wokenDuringPoll) {
+        this.wokenDuringPoll = false;
+        this.wake();
+      }
+    });
     return this.polling;
   }
 
@@ -60,6 +85,7 @@ export class FenceWatcher {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopWakes?.();
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     await this.polling?.catch(() => undefined);

@@ -15,6 +15,9 @@
  * - anything else (not the leader, a storage error): retried.
  * A partition whose leader is unknown (-1) is retried too: losing a marker would pin its LSO forever.
  *
+ * In cluster mode a wake-up (cluster/waker.ts) for this broker polls at once, and a broker that markers
+ * are handed on to is woken; the poll stays the fallback.
+ *
  * Also the ports the coordinator and this watcher share with the partition side (PartitionManager
  * implements them): `WriteMarker`.
  */
@@ -24,6 +27,7 @@ import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
 import type { Ownership } from "./ownership.ts";
+import type { Waker } from "./waker.ts";
 
 /** How often a broker looks for markers queued for it. */
 export const MARKER_QUEUE_POLL_INTERVAL_MS = 2_000;
@@ -63,6 +67,13 @@ export interface MarkerQueueWatcherDeps {
   pollIntervalMs?: number;
   /** Called with a FatalError met in the background (the process must exit). */
   onFatal?: (error: FatalError) => void;
+  /**
+   * Cluster mode: a wake-up for this broker polls at once (the poll stays the fallback), and a broker
+   * markers are handed on to is woken.
+   */
+  waker?: Waker;
+  /** Told of each marker made durable here (the remote verifier forgets the producer's answers then). */
+  onMarkerWritten?: (topic: string, partition: number, marker: MarkerSpec) => void;
 }
 
 export interface MarkerPollResult {
@@ -84,11 +95,27 @@ export class MarkerQueueWatcher {
   private stopped = false;
   /** Corrupt files already reported, so that the log is not flooded every poll. */
   private readonly reportedCorrupt = new Set<string>();
+  private stopWakes: (() => void) | undefined;
+  /** A wake-up that came while a poll ran: one more poll after it, for files that poll may have missed. */
+  private wokenDuringPoll = false;
 
   constructor(private readonly deps: MarkerQueueWatcherDeps) {}
 
+  /** A wake-up: poll now (or once more right after the poll in progress). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.polling !== undefined) {
+      this.wokenDuringPoll = true;
+      return;
+    }
+    this.poll().catch((error: unknown) => this.background(error));
+  }
+
   start(): void {
     if (this.timer !== undefined || this.stopped) return;
+    this.stopWakes ??= this.deps.waker?.onWake((target) => {
+      if (target.kind === "broker" && target.brokerId === this.deps.ownership.selfId) this.wake();
+    });
     this.timer = setInterval(() => {
       this.poll().catch((error: unknown) => this.background(error));
     }, this.deps.pollIntervalMs ?? MARKER_QUEUE_POLL_INTERVAL_MS);
@@ -97,12 +124,19 @@ export class MarkerQueueWatcher {
 
   /** One pass over the queue (a pass already running is joined, not doubled). */
   poll(): Promise<MarkerPollResult> {
-    this.polling ??= this.pollNow().finally(() => (this.polling = undefined));
+    this.polling ??= this.pollNow().finally(() => {
+      this.polling = undefined;
+      if (this.wokenDuringPoll) {
+        this.wokenDuringPoll = false;
+        this.wake();
+      }
+    });
     return this.polling;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopWakes?.();
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     await this.polling?.catch(() => undefined);
@@ -158,13 +192,17 @@ export class MarkerQueueWatcher {
       outcomes.forEach((outcome, i) => {
         const tp = local[i]!;
         if (outcome === "retry") remaining.push(tp);
-        else if (outcome === "written") result.written += 1;
+        else if (outcome === "written") {
+          result.written += 1;
+          this.deps.onMarkerWritten?.(tp.topic, tp.partition, spec);
+        }
         else log.info(`queued transaction marker ${outcome}`, { topic: tp.topic, partition: tp.partition, producerId: markers.producerId, producerEpoch: markers.producerEpoch });
       });
       for (const [broker, tps] of forwards) {
         try {
           await queue.enqueue(broker, { ...markers, partitions: toTopicPartitions(tps) }, self);
           result.forwarded += tps.length;
+          this.deps.waker?.wake({ kind: "broker", brokerId: broker });
         } catch (error) {
           if (error instanceof FatalError) throw error;
           remaining.push(...tps);
