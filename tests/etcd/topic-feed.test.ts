@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { EtcdClient } from "../../src/cluster/etcd/etcd-client.ts";
-import { TopicFeed } from "../../src/cluster/topic-feed.ts";
+import { brokerConfigsChangeKey, TopicFeed } from "../../src/cluster/topic-feed.ts";
 import { writeFileAtomic } from "../../src/storage/atomic-file.ts";
 import { TopicStore } from "../../src/storage/topic-store.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
@@ -61,6 +61,39 @@ describe("the topic feed", () => {
     } finally {
       await feedA.close();
       await feedB.close();
+    }
+  });
+
+  test("broker config changes: announced by one broker, read again by the others that asked for them", async () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    let readsB = 0;
+    const feedA = await TopicFeed.open({ client, clusterId: "feed-3", selfId: 1, refresh: async () => {}, log: silentLogger, nowMs: () => clock.nowMs() });
+    const feedB = await TopicFeed.open({
+      client,
+      clusterId: "feed-3",
+      selfId: 2,
+      refresh: async () => {},
+      refreshBrokerConfigs: async () => void readsB++,
+      log: silentLogger,
+      nowMs: () => clock.nowMs(),
+    });
+    const topicsOnlyC: string[] = [];
+    const feedC = await TopicFeed.open({ client, clusterId: "feed-3", selfId: 3, refresh: async (t) => void topicsOnlyC.push(t), log: silentLogger, nowMs: () => clock.nowMs() });
+    try {
+      await feedA.announceBrokerConfigs();
+      await waitUntil(() => readsB === 1, "broker 2 reads the broker configs again");
+      const stored = await client.range(brokerConfigsChangeKey("feed-3"));
+      expect(JSON.parse(stored.kvs[0]!.value)).toEqual({ format: "bunka-broker-configs-change", version: 1, brokerId: 1, changedAtMs: 1_700_000_000_000 });
+      // A broker config change is not a topic change: broker 3 heard of none before this one.
+      await feedA.announce("orders");
+      await waitUntil(() => topicsOnlyC.length === 1, "broker 3 reads the topic");
+      await feedA.announceBrokerConfigs();
+      await waitUntil(() => readsB === 2, "broker 2 reads the broker configs once more");
+      expect(topicsOnlyC).toEqual(["orders"]);
+    } finally {
+      await feedA.close();
+      await feedB.close();
+      await feedC.close();
     }
   });
 
