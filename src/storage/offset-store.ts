@@ -57,9 +57,12 @@
  * Explicit-load mode (cluster mode: group slots move between brokers sharing the data directory): no slot
  * is loaded at open; `loadSlot` reads one (every check above applies), `releaseSlot` waits for its writer,
  * closes its journal and forgets it. Reads and writes of a slot that is not loaded are refused
- * (SlotNotLoadedError: a bug in the caller), never served from an empty slot. The clean-shutdown record
- * assumes this store is its slots' only writer, so this mode writes none and removes a stale one at open,
- * as the transaction store does: another broker may change a slot after this one released it.
+ * (SlotNotLoadedError: a bug in the caller), never served from an empty slot. `loadSlot(slot, epoch)`
+ * reads the newest coordinator epoch's files and from then on writes only the files of `epoch`,
+ * slot-N.eE.json / slot-N.eE.journal (slot-files.ts; epoch 0 is the names above), so that a deposed owner
+ * that writes on is never read again. The store-wide clean-shutdown record assumes this store is its
+ * slots' only writer, so this mode writes none and removes a stale one at open, as the transaction store
+ * does; each slot epoch gets its own record instead, slot-N.eE.clean-shutdown.json, at release and close.
  *
  * Versions: the checkpoint is at version 3 (version 2 had no generation, version 1 no lastSeq either, read
  * as lastSeq 0), the journal's records at version 2 (records of changes; version 1 records held the slot's

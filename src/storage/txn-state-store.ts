@@ -54,8 +54,10 @@
  * Versions: the checkpoint is at version 2 (version 1 had no generation) and journals carry a header;
  * files written before both are read, and the slot is rewritten in the current format as it loads.
  *
- * Multi-broker fencing of a deposed slot owner is the cluster layer's job (docs/architecture.md, "Ownership
- * and cluster mode"); this store assumes it is the slot's only writer.
+ * Cluster mode (`explicitLoad`): slots are loaded by `loadSlot(slot, epoch)` at their take-over, and each
+ * owner writes only the files of its coordinator epoch, slot-N.eE.json / slot-N.eE.journal and, at release
+ * and close, slot-N.eE.clean-shutdown.json (slot-files.ts), so that a deposed owner that writes on is never
+ * read again; epoch 0 is the names above. Within one epoch this store assumes it is the slot's only writer.
  */
 import { join } from "node:path";
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
