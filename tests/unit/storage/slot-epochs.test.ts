@@ -25,7 +25,7 @@ import {
   offsetsSlotPath,
   offsetsSlotPathAt,
 } from "../../../src/storage/offset-store.ts";
-import { NewerSlotEpochError, parseSlotFileName } from "../../../src/storage/slot-files.ts";
+import { NewerSlotEpochError, parseSlotFileName, readRacingWriter } from "../../../src/storage/slot-files.ts";
 import {
   TxnStateStore,
   txnCleanShutdownPathAt,
@@ -547,3 +547,65 @@ for (const kind of [TXN, OFFSETS]) {
     });
   });
 }
+
+describe("slot file names and reads of a former owner's files", () => {
+  test("names per epoch: epoch 0 keeps today's names; anything else is not a slot file", () => {
+    expect(parseSlotFileName("slot-7.json")).toEqual({ slot: 7, epoch: 0, kind: "checkpoint", tmp: false });
+    expect(parseSlotFileName("slot-7.journal")).toEqual({ slot: 7, epoch: 0, kind: "journal", tmp: false });
+    expect(parseSlotFileName("slot-7.e4.json")).toEqual({ slot: 7, epoch: 4, kind: "checkpoint", tmp: false });
+    expect(parseSlotFileName("slot-7.e4.journal")).toEqual({ slot: 7, epoch: 4, kind: "journal", tmp: false });
+    expect(parseSlotFileName("slot-7.e4.clean-shutdown.json")).toEqual({ slot: 7, epoch: 4, kind: "clean-shutdown", tmp: false });
+    expect(parseSlotFileName("slot-7.e4.json.0123456789abcdef.tmp")).toEqual({ slot: 7, epoch: 4, kind: "checkpoint", tmp: true });
+    for (const name of ["slot-7.e0.json", "slot-7.clean-shutdown.json", "slot-07.json", "slot-7.e04.json", "slot-7.e4.txt", "clean-shutdown.json", "slot-7.e99999999999.json"]) {
+      expect(parseSlotFileName(name)).toBeUndefined();
+    }
+  });
+
+  test("a read of a former owner's files is tried again while its error changes, and fails when it repeats", async () => {
+    const damage = (reason: string) => new CorruptStateError("/data/x", reason);
+    let calls = 0;
+    // A fold of the former owner met half way, then the files as it left them.
+    await readRacingWriter(async () => {
+      calls += 1;
+      if (calls === 1) throw damage("of generation 3, but the checkpoint is of generation 2");
+    });
+    expect(calls).toBe(2);
+    calls = 0;
+    const same = await errorOf(
+      readRacingWriter(async () => {
+        calls += 1;
+        throw damage("record 4 follows record 2");
+      }),
+    );
+    expect(same).toBeInstanceOf(CorruptStateError);
+    expect(calls).toBe(2);
+    calls = 0;
+    const changing = await errorOf(
+      readRacingWriter(async () => {
+        calls += 1;
+        throw damage(`reason ${calls}`);
+      }),
+    );
+    expect((changing as CorruptStateError).reason).toBe("reason 3");
+    expect(calls).toBe(3);
+    // Anything but damage is not a race with a writer: no second read.
+    calls = 0;
+    await expect(
+      readRacingWriter(async () => {
+        calls += 1;
+        throw new Error("EIO");
+      }),
+    ).rejects.toThrow("EIO");
+    expect(calls).toBe(1);
+  });
+
+  test("an epoch other than 0 needs explicit-load mode", async () => {
+    const fs = new MemoryFs();
+    const txn = await TxnStateStore.open(fs, "/data", { slotOf });
+    await expect(txn.loadSlot(TXN_SLOT, 1)).rejects.toThrow(/only in explicit-load mode/);
+    const offsets = await OffsetStore.open(fs, "/data");
+    await expect(offsets.loadSlot(OFFSET_SLOT, 1)).rejects.toThrow(/only in explicit-load mode/);
+    await expect((await OffsetStore.open(fs, "/data", { explicitLoad: true })).loadSlot(OFFSET_SLOT, -1)).rejects.toBeInstanceOf(RangeError);
+    expect(await fs.stat(txnSlotPathAt("/data", TXN_SLOT, 1))).toBeUndefined();
+  });
+});
