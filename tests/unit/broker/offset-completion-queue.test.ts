@@ -186,7 +186,7 @@ describe("offset completions queued for the group slot's owner", () => {
 
       // Woken now: B applies it and removes the file.
       wakers.delivering = true;
-      b.groups.wakeSlot(SLOT);
+      wakers.waker.wake({ kind: "group-slot", slot: SLOT });
       await waitUntil(() => b.groups.offsetsSlot(GROUP).committed(GROUP, "t", 0)?.offset === (commit ? 6 : 5) && !b.groups.offsetsSlot(GROUP).hasPendingTransactionalOffset(GROUP, "t", 0), "B applied the completion");
       expect(await queue.list(SLOT)).toEqual([]);
       expect(await committed(b, GROUP, true)).toMatchObject({ offset: commit ? 6 : 5, partitionError: ErrorCode.NONE });
