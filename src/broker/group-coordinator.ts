@@ -13,6 +13,11 @@
  * - Durability: OffsetCommit, OffsetDelete and DeleteGroups are answered once their change is durable. Group
  *   records (generation, protocol type, Empty or not) are written in the background as they change; members
  *   are not persisted, they rejoin after a restart and find their offsets.
+ * - Transactional offsets: staged by TxnOffsetCommit, completed by the transaction coordinator's EndTxn. In
+ *   cluster mode (`offsetQueue`) a completion for a slot served elsewhere is queued durably for the slot's
+ *   owner, and the completions queued for a served slot are applied once each (at take-over before the
+ *   slot is served, on a wake-up, every 2 s, before staging, before require_stable reads), see
+ *   `drainCompletions` and docs/architecture.md, "Slot take-over (group coordinator)".
  * - Reads (OffsetFetch) see durable offsets only; with require_stable they first wait for the writes queued
  *   before them (as Apache serves require_stable through its write path).
  * - Expiry: every offsets.retention.check.interval.ms (10 min, Apache's default) a sweep expires offsets per

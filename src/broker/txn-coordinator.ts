@@ -9,7 +9,8 @@
  *   3. fence: every local partition raises the producer's epoch (PartitionManager.fenceProducer) and the
  *      bump is appended to this broker's fence log for the peers (storage/fence-log.ts);
  *   4. offsets: the staged transactional offsets of each of the transaction's groups are committed or
- *      discarded (the group coordinator's offset store), at the same time as
+ *      discarded (the group coordinator's offset store; when another broker serves the group's slot, the
+ *      completion is queued durably for that slot's owner, storage/offset-queue.ts), at the same time as
  *   5. markers: appended durably to the partitions this broker leads, and queued durably for the leaders
  *      of the others (storage/marker-queue.ts, one file per transaction and broker);
  *   6. Prepare* -> Complete* is persisted.
@@ -50,8 +51,12 @@
  * or a partition not added. It is an in-memory index of the entries by producer id, updated as their
  * changes become durable; an entry leaving Ongoing changes it as soon as the decision is made.
  *
- * Not done here: cross-broker verification (a peer's partitions cannot ask this index; the partition side
- * of a peer answers from its own coordinator's view), fencing a former slot owner's late journal appends
+ * Peers' partitions do not read this index: they ask with AddPartitionsToTxn verifyOnly over the Kafka
+ * protocol (broker/remote-txn-verifier.ts), which `verifyPartitions` answers. In cluster mode the `waker`
+ * tells the leader a marker was queued for, and every broker when a fence was published, at once.
+ *
+ * Not done here: TxnOffsetCommit verified for a group coordinator on another broker (`withVerifiedGroup`
+ * needs this id's slot loaded here), fencing a former slot owner's late journal appends
  * (its files are the new owner's too), waiting for a peer to apply queued markers before Complete*
  * (Apache's coordinator completes only once every leader has acknowledged its markers; here the producer's
  * next transaction could reach a peer's partition before the previous one's marker), and transaction

@@ -46,7 +46,7 @@ function ownership(selfId: number, leaders: Map<string, number>): Ownership {
     controllerId: () => 0,
     partitionLeader: (topic, partition) => leaders.get(`${topic}-${partition}`) ?? selfId,
     slotOwner: () => selfId,
-    standing: (resource: OwnedResource) => base.standing(resource),
+    standing: (_resource: OwnedResource) => base.standing(),
     mayAct: () => true,
   };
 }

@@ -12,6 +12,8 @@ import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { MarkerQueue, type QueuedMarkers } from "../../../src/storage/marker-queue.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
+import { waitUntil } from "../../support/wait.ts";
+import type { WakeTarget, Waker } from "../../../src/cluster/waker.ts";
 
 const DATA = "/data";
 
@@ -51,7 +53,7 @@ const markers = (partitions: number[], overrides: Partial<QueuedMarkers> = {}): 
   ...overrides,
 });
 
-function setup(selfId = 1) {
+function setup(selfId = 1, extra: Partial<ConstructorParameters<typeof MarkerQueueWatcher>[0]> = {}) {
   const fs = new MemoryFs();
   const queue = new MarkerQueue(fs, DATA);
   const ownership = new FakeOwnership(selfId);
@@ -66,11 +68,33 @@ function setup(selfId = 1) {
     written.push(`${topic}-${partition} ${m.commit ? "commit" : "abort"} pid=${m.producerId} epoch=${m.producerEpoch}`);
     return { ok: true, offset: written.length };
   };
-  const watcher = new MarkerQueueWatcher({ queue, ownership, writeMarker, log: silentLogger });
+  const watcher = new MarkerQueueWatcher({ queue, ownership, writeMarker, log: silentLogger, ...extra });
   return { fs, queue, ownership, written, failures, watcher, fileStayedUntilWritten: () => durable };
 }
 
 describe("marker queue watcher", () => {
+  test("tells of each marker made durable (not of dropped or failed ones), and wakes the broker it hands markers on to", async () => {
+    const told: string[] = [];
+    const woken: WakeTarget[] = [];
+    let listener: ((target: WakeTarget) => void) | undefined;
+    const waker: Waker = { wake: (t) => void woken.push(t), onWake: (l) => ((listener = l), () => (listener = undefined)), close: async () => undefined };
+    const h = setup(1, { waker, onMarkerWritten: (topic, partition, m) => told.push(`${topic}-${partition} pid=${m.producerId} epoch=${m.producerEpoch}`), pollIntervalMs: 3_600_000 });
+    h.failures.set("orders-2", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
+    h.failures.set("orders-3", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    h.ownership.leaders.set("orders-4", 3);
+    await h.queue.enqueue(1, markers([0, 2, 3, 4]));
+    h.watcher.start();
+    expect(listener).toBeDefined();
+    // Our wake-up polls at once (the timer is an hour away).
+    listener!({ kind: "broker", brokerId: 1 });
+    await waitUntil(() => woken.length === 1, "the forward woke broker 3");
+    expect(told).toEqual(["orders-0 pid=4000 epoch=3"]);
+    expect(woken).toEqual([{ kind: "broker", brokerId: 3 }]);
+    expect(await h.queue.list(3)).toHaveLength(1);
+    await h.watcher.stop();
+    expect(listener).toBeUndefined();
+  });
+
   test("applies markers queued for this broker, then removes the file", async () => {
     const h = setup(1);
     await h.queue.enqueue(1, markers([0, 2]));
