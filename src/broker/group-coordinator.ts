@@ -708,7 +708,7 @@ export class GroupCoordinator {
         if (this.servedSlots.has(slot)) this.undrained.delete(slot);
         return;
       }
-      if (!this.servedSlots.has(slot)) return;
+      if (!this.servedSlots.has(slot) || this.closed) return;
       await this.drainCompletions(slot);
     }
   }

@@ -364,4 +364,21 @@ describe("offset completions queued for the group slot's owner", () => {
     await expect(groups.completeTransactionalOffsets(GROUP, 1, true, { transactionalId: "tx", producerEpoch: 0, decidedMs: 1, groups: [GROUP] })).rejects.toThrow(/not served by this broker/);
     await groups.close();
   });
+
+  test("load-all mode with a queue: what was queued is applied at open, before any group is served", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    const open = () =>
+      GroupCoordinator.open({ fs, clock, log: silentLogger, dataDir: DATA, ownership: new SingleBrokerOwnership(0, "127.0.0.1", 9092), options: { sweep: false, offsetQueuePoll: false }, offsetQueue: new OffsetCompletionQueue(fs, DATA) });
+    const first = await open();
+    expect(await first.stageTransactionalOffsets(GROUP, 9, [{ topic: "t", partition: 0, offset: 12, leaderEpoch: 0, metadata: null }])).toEqual([ErrorCode.NONE]);
+    await first.close();
+    await new OffsetCompletionQueue(fs, DATA).enqueue(SLOT, { transactionalId: "tx", producerId: 9, producerEpoch: 0, result: "commit", groups: [GROUP], decidedMs: 3 });
+    const second = await open();
+    expect(second.completionsDrained(SLOT)).toBe(true);
+    const answer = await second.fetchOffsets(GROUP, [{ name: "t", partitions: [0] }], false);
+    expect(answer.topics[0]!.partitions[0]).toMatchObject({ offset: 12, errorCode: ErrorCode.NONE });
+    expect(await new OffsetCompletionQueue(fs, DATA).list(SLOT)).toEqual([]);
+    await second.close();
+  });
 });
