@@ -27,6 +27,12 @@
  * - At open, open transactions come from the snapshot and the replay, so the LSO stays pinned across a
  *   crash; the aborted index comes from the `.txnindex` files below the snapshot offset and from the replay
  *   above it, and a missing or damaged file is rebuilt from the log.
+ *
+ * Cluster mode (`leaderEpoch` given to open: a take-over; docs/architecture.md, "Files of a leader
+ * epoch"): the partition writes only the files of its leader epoch (segments, log and cleaner checkpoints,
+ * producer-state snapshot, leader-epoch history), reads the newest epoch's history, and leaves a former
+ * leader's late writes out (the log's recovery bounds its segments; a snapshot of an older epoch past
+ * that epoch's end is not used). Single-broker mode (no `leaderEpoch`) keeps the plain file names.
  */
 import { join } from "node:path";
 import {
@@ -67,7 +73,14 @@ import {
   OngoingTxns,
   type AbortedTxn,
 } from "./log/txn-index.ts";
-import { encodeSnapshot, PRODUCER_STATE_SNAPSHOT_FILE, readSnapshot } from "./producer-state-snapshot.ts";
+import {
+  encodeSnapshot,
+  readSnapshot,
+  readSnapshotFile,
+  snapshotEpochs,
+  snapshotFileName,
+  type ReadSnapshotResult,
+} from "./producer-state-snapshot.ts";
 import { cleanableRange, cleaningReason, type ActiveProducer, type CleanableRange, type CleaningReason } from "../domain/compaction/cleaning-rules.ts";
 import type { OffsetMap } from "../domain/compaction/offset-map.ts";
 import { cleanLog, type CleanableLog, type CleanPassStats } from "./log/log-cleaner.ts";
@@ -195,6 +208,9 @@ export class Partition {
   /** The epoch appends are stamped with: the history's latest, switched by becomeLeader. */
   private appendEpoch: number;
 
+  /** The leader epoch whose files this partition writes: 0 in single-broker mode, the led epoch in cluster mode. */
+  private fileEpoch: number;
+
   /** Serializes snapshot writes (see snapshotIfDirty). */
   private snapshotChain: Promise<unknown> = Promise.resolve();
   /** Segment count when the last roll-triggered snapshot was taken. */
@@ -211,9 +227,12 @@ export class Partition {
     private timestampType: TimestampType,
     private readonly verifier: TransactionVerifier,
     private readonly epochs: LeaderEpochHistory,
+    /** Cluster mode: the files of each leader epoch carry it (see the file comment). */
+    private readonly epochFiles: boolean,
   ) {
     this.segmentsAtLastRollSnapshot = log.segmentCount;
     this.appendEpoch = epochs.latestEpoch;
+    this.fileEpoch = log.fileEpoch;
   }
 
   static async open(opts: {
@@ -227,18 +246,45 @@ export class Partition {
     warn: (message: string, fields?: Record<string, unknown>) => void;
     /** Asked before every transactional append; by default no partition is in any transaction. */
     verifier?: TransactionVerifier;
+    /**
+     * Cluster mode's take-over: open the partition as a leader at this epoch (>= 1), writing only the
+     * files of this epoch; it resolves once the epoch is recorded and its first segment is durable.
+     * Absent: single-broker mode, today's file names.
+     */
+    leaderEpoch?: number;
+    /**
+     * Asked right before each unlink and rename of retention and cleaner swaps (deletions cannot be fenced
+     * by file names): false, the ownership being gone, leaves the files alone. Default: always true.
+     */
+    mayWrite?: () => boolean;
   }): Promise<Partition> {
-    const log = await PartitionLog.open(opts.fs, opts.dir, opts.logConfig, opts.clock);
+    const cluster = opts.leaderEpoch !== undefined;
+    if (cluster && (!Number.isInteger(opts.leaderEpoch) || opts.leaderEpoch! < 1 || opts.leaderEpoch! > 0x7fffffff)) {
+      throw new RangeError(`a take-over's leader epoch must be an int32 >= 1, got ${opts.leaderEpoch}`);
+    }
+    const epochs = cluster
+      ? await LeaderEpochHistory.loadNewest(opts.fs, opts.dir)
+      : await LeaderEpochHistory.load(opts.fs, join(opts.dir, LEADER_EPOCH_CHECKPOINT_FILE));
+    if (cluster && opts.leaderEpoch! < epochs.latestEpoch) {
+      throw new CorruptStateError(epochs.filePath, `asked to lead at epoch ${opts.leaderEpoch}, below the recorded epoch ${epochs.latestEpoch}: a newer leader exists`);
+    }
+    const log = await PartitionLog.open(opts.fs, opts.dir, opts.logConfig, opts.clock, {
+      writerEpoch: cluster ? opts.leaderEpoch : 0,
+      epochHistory: epochs.all,
+      ...(opts.mayWrite === undefined ? {} : { mayWrite: opts.mayWrite }),
+    });
     try {
-      return await Partition.restore(log, opts);
+      const partition = await Partition.restore(log, epochs, opts);
+      if (cluster) await partition.lead(opts.leaderEpoch!);
+      return partition;
     } catch (error) {
       await log.close().catch(() => {});
       throw error;
     }
   }
 
-  private static async restore(log: PartitionLog, opts: Parameters<typeof Partition.open>[0]): Promise<Partition> {
-    const epochs = await LeaderEpochHistory.load(opts.fs, join(opts.dir, LEADER_EPOCH_CHECKPOINT_FILE));
+  private static async restore(log: PartitionLog, epochs: LeaderEpochHistory, opts: Parameters<typeof Partition.open>[0]): Promise<Partition> {
+    const cluster = opts.leaderEpoch !== undefined;
     // The history follows the log as recovery left it, in memory only (nothing to fsync at start): an
     // epoch starting past the recovered end lost its data (a torn tail), and entries below the log start
     // may lag a DeleteRecords or retention that moved it just before a crash. An epoch starting exactly
@@ -247,7 +293,34 @@ export class Partition {
     await epochs.truncateFromStart(log.logStartOffset, { durable: false });
     let producers = createProducerState();
     let replayFrom = log.logStartOffset;
-    const snapshot = await readSnapshot(opts.fs, opts.dir);
+    // Cluster mode: the newest epoch's snapshot, unless it claims offsets past its epoch's end (a fenced
+    // former leader's late write), then the next older one.
+    const fencedSnapshots: string[] = [];
+    let snapshot: ReadSnapshotResult;
+    if (cluster) {
+      for (const epoch of await snapshotEpochs(opts.fs, opts.dir)) {
+        const candidate = await readSnapshotFile(opts.fs, join(opts.dir, snapshotFileName(epoch)));
+        if (candidate?.kind === "loaded" && candidate.offset > log.fencedFromEpoch(epoch)) {
+          fencedSnapshots.push(snapshotFileName(epoch));
+          continue;
+        }
+        snapshot = candidate;
+        break;
+      }
+    } else {
+      snapshot = await readSnapshot(opts.fs, opts.dir);
+    }
+    const fenced = log.recoveryReport.fenced;
+    if (fenced.ignoredFiles.length > 0 || fenced.boundedSegments.length > 0 || fencedSnapshots.length > 0) {
+      // Expected after a take-over from a leader that was frozen past its lease: not damage.
+      opts.warn("left a fenced former leader's late writes out of the partition", {
+        dir: opts.dir,
+        ignoredFiles: fenced.ignoredFiles.length + fencedSnapshots.length,
+        boundedSegments: fenced.boundedSegments.length,
+        ignoredBytes: fenced.boundedSegments.reduce((sum, b) => sum + b.bytes, 0),
+        first: fenced.ignoredFiles[0] ?? fencedSnapshots[0] ?? fenced.boundedSegments[0]?.file,
+      });
+    }
     if (snapshot?.kind === "corrupt") {
       opts.warn("producer state snapshot is corrupt; rebuilding it from the log", { dir: opts.dir, reason: snapshot.reason });
     } else if (snapshot?.kind === "loaded") {
@@ -282,6 +355,7 @@ export class Partition {
       opts.timestampType,
       opts.verifier ?? noTransactions,
       epochs,
+      cluster,
     );
     // Open transactions of the snapshot, in offset order (the replay opens later ones after them).
     const open = producers
@@ -334,15 +408,33 @@ export class Partition {
    */
   async becomeLeader(epoch: number): Promise<void> {
     if (epoch === this.appendEpoch) return;
+    return this.lead(epoch);
+  }
+
+  /** becomeLeader's work, also for a take-over at the epoch the history already ends with. */
+  private async lead(epoch: number): Promise<void> {
     if (epoch < this.appendEpoch) {
-      throw new CorruptStateError(join(this.dir, LEADER_EPOCH_CHECKPOINT_FILE), `asked to lead at epoch ${epoch}, below the current epoch ${this.appendEpoch}: a newer leader exists`);
+      throw new CorruptStateError(this.epochs.filePath, `asked to lead at epoch ${epoch}, below the current epoch ${this.appendEpoch}: a newer leader exists`);
     }
     await this.log.flush();
     // Fixed in the same synchronous step as the switch, so that no append lands at or past the start
     // offset stamped with the old epoch while the history is written.
     const startOffset = this.log.logEndOffset;
     this.appendEpoch = epoch;
-    await this.epochs.assign(epoch, startOffset);
+    if (!this.epochFiles) {
+      await this.epochs.assign(epoch, startOffset);
+      return;
+    }
+    // Cluster mode: the epoch's own files from now on. The roll happens in this synchronous step too (no
+    // append goes into an older epoch's segment); the history, the new segment and the log checkpoint
+    // of the epoch are durable before this resolves, and a producer-state snapshot of the epoch is
+    // written, so that no later recovery needs a file a former leader may still rewrite.
+    const started = this.log.startEpoch(epoch);
+    this.fileEpoch = epoch;
+    this.epochs.writeFileOf(this.dir, epoch);
+    await Promise.all([this.epochs.assign(epoch, startOffset, { rewrite: true }), started]);
+    this.dirty = true;
+    await this.snapshotIfDirty();
   }
 
   /**
@@ -700,7 +792,7 @@ export class Partition {
     // aborted-transaction index entries below it: the replay after the snapshot will not rebuild them.
     await this.log.flush();
     await this.log.txnIndexSettled();
-    await writeFileAtomic(this.fs, join(this.dir, PRODUCER_STATE_SNAPSHOT_FILE), bytes);
+    await writeFileAtomic(this.fs, join(this.dir, snapshotFileName(this.fileEpoch)), bytes);
     return true;
   }
 
@@ -761,12 +853,18 @@ export class Partition {
     const rebuild: SegmentTxnIndex[] = [];
     const problems: string[] = [];
     for (const file of files) {
-      const path = join(this.dir, `${String(file.baseOffset).padStart(20, "0")}.txnindex`);
+      const path = file.path;
       const segment: SegmentTxnIndex = { baseOffset: file.baseOffset, endOffset: file.endOffset, path, stored: file.bytes, entries: [] };
       segments.push(segment);
       let entries: AbortedTxn[] | undefined;
       if (file.bytes === undefined) {
         problems.push(`${path}: missing`);
+      } else if (file.mayHoldLateEntries) {
+        // A later epoch follows this segment: entries past its end are a former leader's late markers,
+        // left out (the file is rewritten without them below), not damage.
+        const decoded = decodeTxnIndex(file.bytes, file.baseOffset, Number.MAX_SAFE_INTEGER);
+        if (decoded.kind === "corrupt") problems.push(`${path}: ${decoded.reason}`);
+        else entries = decoded.entries.filter((e) => e.lastOffset < file.endOffset);
       } else {
         const decoded = decodeTxnIndex(file.bytes, file.baseOffset, file.endOffset);
         if (decoded.kind === "ok" || (decoded.kind === "torn" && file.endOffset > replayFrom)) {

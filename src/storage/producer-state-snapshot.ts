@@ -26,6 +26,10 @@
  * "no snapshot": the caller warns and rebuilds from the log, and never takes it for empty state, which
  * would silently forget dedupe windows and open transactions. I/O errors are thrown, not reported as
  * corruption: an unreadable disk is not a reason to rebuild.
+ *
+ * In cluster mode a leader at epoch E >= 1 writes `producer-state.e<E>.snapshot` (storage/log/epoch-files.ts),
+ * and a snapshot of an older epoch whose offset is past that epoch's end is a fenced former leader's late
+ * write, never used (storage/partition.ts).
  */
 import { decode, encode } from "@msgpack/msgpack";
 import { join } from "node:path";
@@ -39,6 +43,7 @@ import {
 } from "../domain/producer-state.ts";
 import type { Fs } from "../platform/fs.ts";
 import { writeFileAtomic } from "./atomic-file.ts";
+import { epochFileName, epochsOf } from "./log/epoch-files.ts";
 import { crc32 } from "./crc32.ts";
 
 export const PRODUCER_STATE_SNAPSHOT_FILE = "producer-state.snapshot";
@@ -100,7 +105,21 @@ export async function writeSnapshot(fs: Fs, dir: string, offset: number, state: 
 
 /** Reads the partition's snapshot: undefined when there is none, corrupt when it fails a check. */
 export async function readSnapshot(fs: Fs, dir: string): Promise<ReadSnapshotResult> {
-  const path = join(dir, PRODUCER_STATE_SNAPSHOT_FILE);
+  return readSnapshotFile(fs, join(dir, PRODUCER_STATE_SNAPSHOT_FILE));
+}
+
+/** The snapshot file a leader at `epoch` writes (the plain name for 0). */
+export function snapshotFileName(epoch: number): string {
+  return epochFileName(PRODUCER_STATE_SNAPSHOT_FILE, epoch);
+}
+
+/** The epochs whose snapshot files `dir` holds, newest first. */
+export async function snapshotEpochs(fs: Fs, dir: string): Promise<number[]> {
+  return epochsOf(await fs.readdir(dir), PRODUCER_STATE_SNAPSHOT_FILE).reverse();
+}
+
+/** Reads one snapshot file: undefined when it does not exist, corrupt when it fails a check. */
+export async function readSnapshotFile(fs: Fs, path: string): Promise<ReadSnapshotResult> {
   const stat = await fs.stat(path);
   if (stat === undefined) return undefined;
   if (stat.isDirectory) return { kind: "corrupt", reason: `${path} is a directory` };

@@ -133,7 +133,9 @@ class SegmentFilesLog implements CleanableLog {
     );
     this.sizeBytes = reply.sizeBytes;
     const first = this.segments.findIndex((s) => s.baseOffset === cleaned.replaced[0]);
-    this.segments.splice(first, cleaned.replaced.length, { baseOffset: cleaned.replaced[0]!, endOffset, sizeBytes: cleaned.sizeBytes });
+    // Named as PartitionLog.replaceSegments names it: the newest epoch of the segments it replaces.
+    const epoch = Math.max(...this.segments.slice(first, first + cleaned.replaced.length).map((s) => s.epoch ?? 0));
+    this.segments.splice(first, cleaned.replaced.length, { baseOffset: cleaned.replaced[0]!, endOffset, sizeBytes: cleaned.sizeBytes, ...(epoch === 0 ? {} : { epoch }) });
   }
 
   closeFile(): void {
@@ -146,7 +148,8 @@ class SegmentFilesLog implements CleanableLog {
   private fileOf(baseOffset: number): number {
     if (this.open?.baseOffset === baseOffset) return this.open.fd;
     this.closeFile();
-    const fd = openSync(join(this.dir, segmentFileName(baseOffset, "log")), "r");
+    const epoch = this.segments.find((s) => s.baseOffset === baseOffset)?.epoch ?? 0;
+    const fd = openSync(join(this.dir, segmentFileName(baseOffset, "log", epoch)), "r");
     this.open = { baseOffset, fd };
     return fd;
   }

@@ -4,10 +4,16 @@
  * strictly increasing (Apache's LeaderEpochFileCache). A versioned, checksummed state file (state-file.ts),
  * replaced atomically. A partition without the file has the implied history [(0, 0)]: single-broker mode
  * writes it only when the log start moves (DeleteRecords, retention), so opening a partition costs no fsync.
+ *
+ * In cluster mode a leader at epoch E >= 1 writes `leader-epoch-checkpoint.e<E>` (epoch-files.ts), and
+ * the newest epoch's file is the history (`loadNewest`): a former leader rewriting its own file late
+ * changes nothing a later recovery reads.
  */
 import { CorruptStateError } from "../../errors/errors.ts";
 import type { Fs } from "../../platform/fs.ts";
+import { join } from "node:path";
 import { loadState, saveState } from "../state-file.ts";
+import { epochFileName, newestEpochFile } from "./epoch-files.ts";
 
 export const LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint";
 const FORMAT = "partition-leader-epoch-checkpoint";
@@ -55,7 +61,7 @@ function parse(body: unknown): EpochEntry[] {
 export class LeaderEpochHistory {
   private constructor(
     private readonly fs: Fs,
-    private readonly path: string,
+    private path: string,
     private entries: EpochEntry[],
   ) {}
 
@@ -65,6 +71,25 @@ export class LeaderEpochHistory {
   static async load(fs: Fs, path: string): Promise<LeaderEpochHistory> {
     const entries = await loadState(fs, path, FORMAT, { current: VERSION, parse });
     return new LeaderEpochHistory(fs, path, entries ?? IMPLIED_HISTORY.map((e) => ({ ...e })));
+  }
+
+  /**
+   * The history in `dir` as the newest epoch's file holds it (see the file comment); the implied one
+   * when there is none. Writes go to that file until `writeFileOf` moves them.
+   */
+  static async loadNewest(fs: Fs, dir: string): Promise<LeaderEpochHistory> {
+    const epoch = (await newestEpochFile(fs, dir, LEADER_EPOCH_CHECKPOINT_FILE)) ?? 0;
+    return LeaderEpochHistory.load(fs, join(dir, epochFileName(LEADER_EPOCH_CHECKPOINT_FILE, epoch)));
+  }
+
+  /** Every later write goes to epoch `epoch`'s file in `dir` (a leader at that epoch writes only its own). */
+  writeFileOf(dir: string, epoch: number): void {
+    this.path = join(dir, epochFileName(LEADER_EPOCH_CHECKPOINT_FILE, epoch));
+  }
+
+  /** The file the history is written to. */
+  get filePath(): string {
+    return this.path;
   }
 
   get all(): readonly EpochEntry[] {
@@ -79,14 +104,19 @@ export class LeaderEpochHistory {
   /**
    * Makes `epoch` the partition's current leader epoch, starting at `logEndOffset`: appended durably when
    * it is above the latest one, nothing when it equals it, refused when below (a newer leader exists).
+   * `rewrite`: write the file even when nothing changes (a take-over at the epoch already recorded must
+   * still have the history in its own epoch's file).
    */
-  async assign(epoch: number, logEndOffset: number): Promise<void> {
+  async assign(epoch: number, logEndOffset: number, options: { rewrite?: boolean } = {}): Promise<void> {
     if (!Number.isInteger(epoch) || epoch < 0 || epoch > INT32_MAX) throw new RangeError(`leader epoch ${epoch} is not an int32 >= 0`);
     const latest = this.entries.at(-1);
     if (latest !== undefined && epoch < latest.epoch) {
       throw new CorruptStateError(this.path, `asked to lead at epoch ${epoch}, below the recorded epoch ${latest.epoch}: a newer leader exists`);
     }
-    if (latest !== undefined && epoch === latest.epoch) return;
+    if (latest !== undefined && epoch === latest.epoch) {
+      if (options.rewrite) await this.replace(this.entries);
+      return;
+    }
     if (latest !== undefined && logEndOffset < latest.startOffset) {
       throw new RangeError(`log end offset ${logEndOffset} is below epoch ${latest.epoch}'s start offset ${latest.startOffset}`);
     }

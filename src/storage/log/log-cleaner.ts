@@ -151,7 +151,7 @@ class BatchWalker {
     const checked = this.verify ? checkBatch(this.buffer, at, at + batchBytes, true) : batchBytes;
     if (typeof checked !== "number") {
       throw new CorruptStateError(
-        join(this.log.dir, segmentFileName(this.segment.baseOffset, "log")),
+        join(this.log.dir, segmentFileName(this.segment.baseOffset, "log", this.segment.epoch ?? 0)),
         `batch at position ${this.position} fails its check (${checked.kind}); the cleaner leaves the partition alone`,
       );
     }

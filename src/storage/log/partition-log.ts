@@ -49,6 +49,16 @@
  * data"). `scrubSegments` and `readForScrub` let the background scrubber (segment-scrubber.ts) read the
  * segments without mistaking a segment deleted or swapped meanwhile for the one it listed.
  *
+ * Leader epochs (docs/architecture.md, "Files of a leader epoch"). The log writes the files of one epoch,
+ * `writerEpoch`: new segments and its checkpoints carry it in their names (epoch-files.ts; epoch 0 keeps
+ * the plain names). `startEpoch` moves a log to a newer epoch: the active segment is rolled (an empty one
+ * of an older epoch is replaced) so that nothing the new epoch appends goes into an older epoch's file.
+ * At open, a segment file of epoch f based at or past `fencedFrom(f)` (the first later epoch's start, by
+ * the history and by the later epochs' segment files) is ignored, and the last kept segment of f is read
+ * only up to that offset (or to the first batch stamped with an epoch fenced there): a former leader's
+ * late writes are not part of the log and not damage. Reads never pass a segment's recorded end, whatever
+ * the file grew to. Retention and cleaner swaps ask `mayWrite` right before each unlink and rename.
+ *
  * Aborted-transaction index (`.txnindex`, txn-index.ts). Every segment gets an empty one when it is created
  * (in the same directory fsync as its `.log`), so a missing file means a lost one. The log only stores the
  * bytes: `appendTxnIndexEntry` appends one entry to the file of the segment holding the marker, after the
@@ -84,8 +94,10 @@ import { GroupCommit } from "./group-commit.ts";
 import { OFFSET_INDEX_ENTRY_BYTES, OffsetIndex, TimeIndex } from "./indexes.ts";
 import { LOG_CHECKPOINT_FILE, loadLogCheckpoint, saveLogCheckpoint, type LogCheckpoint } from "./log-checkpoint.ts";
 import { CLEANER_CHECKPOINT_FILE, loadCleanerCheckpoint, saveCleanerCheckpoint, type CleanerCheckpoint } from "./cleaner-checkpoint.ts";
-import { describeBatchProblem, indexingVisitor, scanSegment, Segment, SEGMENT_FILE_NAME } from "./segment.ts";
-import { commitSwap, recoverSwap, type SwapManifest } from "./segment-swap.ts";
+import { epochFileName, epochsOf, fencedFrom } from "./epoch-files.ts";
+import type { EpochEntry } from "./leader-epoch-checkpoint.ts";
+import { describeBatchProblem, indexingVisitor, partitionLeaderEpochAt, scanSegment, Segment, SEGMENT_FILE_NAME, segmentFileName, type ScanFence } from "./segment.ts";
+import { commitSwap, recoverSwap, SwapFencedError, type SwapManifest } from "./segment-swap.ts";
 
 export interface LogConfig {
   /** segment.bytes: roll before an append would make the active segment larger than this. */
@@ -110,6 +122,23 @@ export const DEFAULT_LOG_CONFIG: Required<LogConfig> = {
   indexIntervalBytes: 4096,
   recoveryPointCheckpointIntervalMs: 60_000,
 };
+
+/** How a log is opened (docs/architecture.md, "Files of a leader epoch"). */
+export interface LogOpenOptions {
+  /** The leader epoch whose files this log writes (new segments, its checkpoints); 0, the default, is single-broker mode. */
+  writerEpoch?: number;
+  /**
+   * The leader-epoch history as the newest history file holds it: with the segment files' epochs it says
+   * which bytes are the log. Absent: the implied [(0, 0)].
+   */
+  epochHistory?: readonly EpochEntry[];
+  /**
+   * Asked immediately before each unlink and rename retention and a cleaner swap make: false (the
+   * ownership is gone) leaves the files as they are. Deletions cannot be fenced by file names. Default:
+   * always true.
+   */
+  mayWrite?: () => boolean;
+}
 
 export interface AppendOptions {
   /** The topic's message.timestamp.type; "log-append-time" stamps every batch with the append time. */
@@ -229,6 +258,12 @@ export interface RecoveryReport {
   completedSwap: SwapManifest | undefined;
   /** `.cleaned` files of a cleaning pass that a crash interrupted before its commit point, removed. */
   removedCleanedFiles: string[];
+  /**
+   * A fenced former leader's late writes left out of the log (docs/architecture.md, "Files of a leader
+   * epoch"): segment and manifest files ignored whole, and the segments read only up to a later epoch's
+   * start, with the bytes after it. Never damage.
+   */
+  fenced: { ignoredFiles: string[]; boundedSegments: { file: string; position: number; offset: number; bytes: number }[] };
 }
 
 /** An inactive segment as the log cleaner sees it. */
@@ -237,6 +272,8 @@ export interface CleanableSegment {
   /** The next segment's base offset. */
   endOffset: number;
   sizeBytes: number;
+  /** The segment's file epoch (its names); absent for 0. */
+  epoch?: number;
 }
 
 /** A cleaned segment whose `.cleaned` files are written and durable, ready to replace `replaced`. */
@@ -264,6 +301,8 @@ interface RollOp {
   kind: "roll";
   old: Segment;
   next: Segment;
+  /** `old` is an empty segment of an older epoch at the same base: `next` takes its place (startEpoch). */
+  replacesEmpty: boolean;
   oldIndex: OffsetIndex;
   oldTimeIndex: TimeIndex;
   done: Deferred;
@@ -322,7 +361,9 @@ function validateConfig(config: LogConfig): Required<LogConfig> {
 
 export class PartitionLog {
   private config: Required<LogConfig>;
-  private readonly checkpointPath: string;
+  private get checkpointPath(): string {
+    return join(this.dir, epochFileName(LOG_CHECKPOINT_FILE, this.writerEpoch));
+  }
   /** Ordered by base offset; the last one is the active segment. Never empty. */
   private segments: Segment[] = [];
 
@@ -367,6 +408,14 @@ export class PartitionLog {
   private failure: FatalError | undefined;
   private closing = false;
   private closed = false;
+  /** The epoch whose files this log writes (see the file comment). */
+  private writerEpoch: number;
+  private readonly epochHistory: readonly EpochEntry[];
+  private readonly mayWrite: () => boolean;
+  /** fencedFrom of the history and the segment files open found. */
+  private fenceOf: (epoch: number) => number = (epoch) => fencedFrom(epoch, this.epochHistory);
+  /** The epoch of the file the cleaner checkpoint was read from (-1: none): startEpoch copies an older one. */
+  private cleanerCheckpointEpoch = -1;
 
   /** What `open` found and did; for logs and tests. */
   recoveryReport: RecoveryReport = {
@@ -378,6 +427,7 @@ export class PartitionLog {
     removedFiles: [],
     completedSwap: undefined,
     removedCleanedFiles: [],
+    fenced: { ignoredFiles: [], boundedSegments: [] },
   };
 
   private constructor(
@@ -385,9 +435,13 @@ export class PartitionLog {
     readonly dir: string,
     config: LogConfig,
     private readonly clock: Clock,
+    options: LogOpenOptions,
   ) {
     this.config = validateConfig(config);
-    this.checkpointPath = join(dir, LOG_CHECKPOINT_FILE);
+    this.writerEpoch = options.writerEpoch ?? 0;
+    if (!Number.isInteger(this.writerEpoch) || this.writerEpoch < 0 || this.writerEpoch > INT32_MAX) throw new RangeError(`writer epoch ${this.writerEpoch} is not an int32 >= 0`);
+    this.epochHistory = options.epochHistory ?? [{ epoch: 0, startOffset: 0 }];
+    this.mayWrite = options.mayWrite ?? (() => true);
     // A failed fsync or checkpoint write leaves what is on disk unknown: the log fails as a whole.
     this.flusher = new GroupCommit(() => this.failOnError(this.runFlush()));
     this.checkpointer = new GroupCommit(() => this.failOnError(this.runCheckpoint()));
@@ -403,8 +457,8 @@ export class PartitionLog {
   }
 
   /** Opens (creating if needed) the log in `dir` and recovers it; see the file comment. */
-  static async open(fs: Fs, dir: string, config: LogConfig, clock: Clock): Promise<PartitionLog> {
-    const log = new PartitionLog(fs, dir, config, clock);
+  static async open(fs: Fs, dir: string, config: LogConfig, clock: Clock, options: LogOpenOptions = {}): Promise<PartitionLog> {
+    const log = new PartitionLog(fs, dir, config, clock, options);
     try {
       await log.recover();
     } catch (error) {
@@ -529,13 +583,19 @@ export class PartitionLog {
    * The `.txnindex` bytes of every segment, oldest first, with the segment's offset range [baseOffset,
    * endOffset); `bytes` is undefined when the file is missing. Called once at open, before any append.
    */
-  async readTxnIndexes(): Promise<{ baseOffset: number; endOffset: number; bytes: Uint8Array | undefined }[]> {
+  async readTxnIndexes(): Promise<{ baseOffset: number; endOffset: number; bytes: Uint8Array | undefined; path: string; mayHoldLateEntries: boolean }[]> {
     this.assertWritable();
-    const out: { baseOffset: number; endOffset: number; bytes: Uint8Array | undefined }[] = [];
+    const out: { baseOffset: number; endOffset: number; bytes: Uint8Array | undefined; path: string; mayHoldLateEntries: boolean }[] = [];
     for (const segment of this.segments) {
       const bytes = await this.readIfExists(segment.txnIndexPath);
       segment.txnIndexBytes = bytes?.length ?? 0;
-      out.push({ baseOffset: segment.baseOffset, endOffset: segment === this.active ? this.logEnd : segment.endOffset, bytes });
+      out.push({
+        baseOffset: segment.baseOffset,
+        endOffset: segment === this.active ? this.logEnd : segment.endOffset,
+        bytes,
+        path: segment.txnIndexPath,
+        mayHoldLateEntries: segment.followedByLaterEpoch,
+      });
     }
     this.txnIndexesLoaded = true;
     return out;
@@ -601,20 +661,66 @@ export class PartitionLog {
     );
   }
 
-  /** Starts a new active segment at logEndOffset; the files change in `completeRoll`, in queue order. */
+  /**
+   * Starts a new active segment at logEndOffset, named with the writer epoch; the files change in
+   * `completeRoll`, in queue order. An empty active segment of an older epoch is replaced rather than
+   * left before a segment of the same base (startEpoch).
+   */
   private roll(nowMs: number): Segment {
     const old = this.active;
-    const next = new Segment(this.dir, this.logEnd, nowMs);
+    const next = new Segment(this.dir, this.logEnd, nowMs, this.writerEpoch);
     next.resetIndexes();
     next.pinned = true;
-    this.segments.push(next);
+    const replacesEmpty = old.epoch < this.writerEpoch && old.sizeBytes === 0 && old.baseOffset === this.logEnd;
     const oldIndex = old.offsetIndex!;
     const oldTimeIndex = old.timeIndex!;
-    // The old segment keeps its in-memory offset index as a cache entry (not evictable while pinned,
-    // since its file is written only by completeRoll).
-    this.cacheIndex(old);
-    this.enqueue({ kind: "roll", old, next, oldIndex, oldTimeIndex, done: deferred() });
+    if (replacesEmpty) {
+      this.segments[this.segments.length - 1] = next;
+    } else {
+      this.segments.push(next);
+      // The old segment keeps its in-memory offset index as a cache entry (not evictable while pinned,
+      // since its file is written only by completeRoll).
+      this.cacheIndex(old);
+    }
+    this.enqueue({ kind: "roll", old, next, replacesEmpty, oldIndex, oldTimeIndex, done: deferred() });
     return next;
+  }
+
+  /**
+   * Makes the log write the files of leader epoch `epoch` from now on (a take-over, or becomeLeader on an
+   * open partition): the active segment, when it is an older epoch's, is rolled at once (synchronously,
+   * so no append after this call goes into it), and the call resolves once the new segment and the
+   * log checkpoint of the new epoch are durable (and a cleaner checkpoint of an older epoch is written
+   * again as this epoch's). A lower epoch than the writer's is refused; the same one changes nothing.
+   */
+  async startEpoch(epoch: number): Promise<void> {
+    this.assertWritable();
+    if (!Number.isInteger(epoch) || epoch < this.writerEpoch || epoch > INT32_MAX) {
+      throw new RangeError(`cannot write the files of epoch ${epoch} in ${this.dir}: the log writes epoch ${this.writerEpoch}`);
+    }
+    const moved = epoch > this.writerEpoch;
+    this.writerEpoch = epoch;
+    const rolls = this.active.epoch < epoch;
+    if (rolls) this.roll(this.clock.nowMs());
+    else if (!moved) return;
+    await this.tail;
+    if (this.failure !== undefined) throw this.failure;
+    await this.checkpointer.request();
+    if (this.cleanerCheckpointEpoch >= 0 && this.cleanerCheckpointEpoch < epoch) await this.saveCleanerCheckpoint(this.cleanerState);
+  }
+
+  /** The leader epoch whose files this log writes. */
+  get fileEpoch(): number {
+    return this.writerEpoch;
+  }
+
+  /**
+   * Where what leader epoch `epoch` wrote stops being part of this log, as open found it (the history it
+   * was given and the segment files' epochs; see epoch-files.ts fencedFrom): Infinity when no later
+   * epoch followed. The Partition judges its producer-state snapshots of older epochs by it.
+   */
+  fencedFromEpoch(epoch: number): number {
+    return this.fenceOf(epoch);
   }
 
   /**
@@ -623,12 +729,14 @@ export class PartitionLog {
    */
   private async completeRoll(op: RollOp): Promise<void> {
     const { old, next } = op;
-    old.finalizeTimeIndex(op.oldTimeIndex);
-    await Promise.all([
-      this.fsyncHandle(old),
-      writeFileAtomic(this.fs, old.indexPath, op.oldIndex.encode()),
-      writeFileAtomic(this.fs, old.timeIndexPath, op.oldTimeIndex.encode()),
-    ]);
+    if (!op.replacesEmpty) {
+      old.finalizeTimeIndex(op.oldTimeIndex);
+      await Promise.all([
+        this.fsyncHandle(old),
+        writeFileAtomic(this.fs, old.indexPath, op.oldIndex.encode()),
+        writeFileAtomic(this.fs, old.timeIndexPath, op.oldTimeIndex.encode()),
+      ]);
+    }
     const handle = await this.fs.open(next.logPath, "rw");
     if (this.closed) {
       await handle.close().catch(() => undefined);
@@ -644,9 +752,16 @@ export class PartitionLog {
     // Inactive segments read their time index from the file on demand.
     old.timeIndex = undefined;
     old.pinned = false;
-    this.openInactive.push(old);
-    this.evictHandles();
     this.unsynced.delete(old);
+    if (op.replacesEmpty) {
+      // Not in the log any more; its files stay (a former leader may hold them), only its handle closes.
+      old.retired = true;
+      old.filesReplaced = true;
+      if (old.refs === 0) this.trackDeletion(this.destroy(old));
+    } else {
+      this.openInactive.push(old);
+      this.evictHandles();
+    }
     if (next.baseOffset > this.durableEnd) {
       this.durableEnd = next.baseOffset;
       this.notify();
@@ -953,23 +1068,31 @@ export class PartitionLog {
    * Rebuilds both index files of an inactive segment from its log (every batch checked: it is not the
    * last segment, so any bad batch is corruption) and writes them atomically.
    */
-  private async rebuildIndexes(segment: Segment, keepOffsetIndex: boolean): Promise<{ timeIndex: TimeIndex }> {
+  private async rebuildIndexes(segment: Segment, keepOffsetIndex: boolean, fence?: ScanFence): Promise<{ timeIndex: TimeIndex }> {
     // A segment a scan found damaged is not scanned again by every read that reaches it.
     if (segment.scanFailure !== undefined) throw segment.scanFailure;
     try {
-      return await this.rebuildIndexesByScan(segment, keepOffsetIndex);
+      return await this.rebuildIndexesByScan(segment, keepOffsetIndex, fence);
     } catch (error) {
       if (error instanceof CorruptStateError) segment.scanFailure = error;
       throw error;
     }
   }
 
-  private async rebuildIndexesByScan(segment: Segment, keepOffsetIndex: boolean): Promise<{ timeIndex: TimeIndex }> {
-    const scratch = new Segment(this.dir, segment.baseOffset, segment.createdMs);
+  /**
+   * With `fence` (at open, a segment a later epoch follows): the scan stops where that epoch starts, and
+   * the segment's size becomes what precedes it; the rest of the file is a former leader's late write.
+   */
+  private async rebuildIndexesByScan(segment: Segment, keepOffsetIndex: boolean, fence?: ScanFence): Promise<{ timeIndex: TimeIndex }> {
+    const scratch = new Segment(this.dir, segment.baseOffset, segment.createdMs, segment.epoch);
     const handle = await this.acquire(segment);
     try {
       const cleaned = this.mayBeCleaned(segment);
-      const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes), cleaned);
+      const result = await scanSegment(handle, segment.sizeBytes, segment.baseOffset, indexingVisitor(scratch, this.config.indexIntervalBytes), cleaned, fence);
+      if (result.fenced !== undefined) {
+        this.recoveryReport.fenced.boundedSegments.push({ file: segment.logName, ...result.fenced });
+        segment.sizeBytes = segment.writtenBytes = result.validBytes;
+      }
       if (result.bad !== undefined) {
         throw new CorruptStateError(segment.logPath, `${result.bad.reason} at position ${result.bad.position} (offset ${result.bad.expectedOffset})`);
       }
@@ -1005,7 +1128,7 @@ export class PartitionLog {
    * about one index interval of the segment, so start-up stays fast; what it misses in the middle of a
    * segment the read path and the scrubber find (docs/operations.md, "Damaged data").
    */
-  private async trustedSegmentProblem(segment: Segment): Promise<string | undefined> {
+  private async trustedSegmentProblem(segment: Segment, fence?: ScanFence): Promise<string | undefined> {
     const cleaned = this.mayBeCleaned(segment);
     const span = segment.endOffset - segment.baseOffset;
     // The log cleaner may leave a segment with no batch at all; any other segment holds its offsets.
@@ -1015,7 +1138,9 @@ export class PartitionLog {
     // (that scan refuses a damaged segment too); one whose last entry points past the end says the
     // segment lost its end.
     const last = await this.lastIndexEntry(segment.indexPath, span);
-    if (last === "unusable") return undefined;
+    // A segment a later epoch follows may have grown past its end (a former leader's late write): only a
+    // look that reaches its end from a sound index entry shows that it did not.
+    if (last === "unusable") return fence !== undefined ? "its offset index is unusable" : undefined;
     if (last !== "empty" && last.position >= segment.sizeBytes) return `shorter (${segment.sizeBytes} bytes) than its offset index says`;
     let position = last === "empty" ? 0 : last.position;
     let expected = last !== "empty" ? segment.baseOffset + last.relOffset : cleaned ? -1 : segment.baseOffset;
@@ -1036,6 +1161,7 @@ export class PartitionLog {
         const last = base + lastOffsetDeltaAt(window, at);
         const problem = headerProblem(window, at, size, segment.sizeBytes - position, base, last, expected, cleaned, segment.endOffset);
         if (problem !== undefined) return `${problem} at position ${position}`;
+        if (fence !== undefined && fence.fencedFrom(partitionLeaderEpochAt(window, at)) <= base) return `a fenced epoch's batch at position ${position}`;
         if (at + size <= window.length) {
           const checked = checkBatch(window, at, at + size, cleaned);
           if (typeof checked !== "number") return `${describeBatchProblem(checked)} at position ${position}`;
@@ -1443,8 +1569,9 @@ export class PartitionLog {
   /** Records where the cleaner stands, durably, before anything that relies on it happens. */
   async saveCleanerCheckpoint(checkpoint: CleanerCheckpoint): Promise<void> {
     this.assertWritable();
-    await saveCleanerCheckpoint(this.fs, join(this.dir, CLEANER_CHECKPOINT_FILE), checkpoint);
+    await saveCleanerCheckpoint(this.fs, join(this.dir, epochFileName(CLEANER_CHECKPOINT_FILE, this.writerEpoch)), checkpoint);
     this.cleanerState = { ...checkpoint };
+    this.cleanerCheckpointEpoch = this.writerEpoch;
   }
 
   /** The segment may have been rewritten by the cleaner (its offsets may have gaps). */
@@ -1457,7 +1584,7 @@ export class PartitionLog {
     const out: CleanableSegment[] = [];
     for (let i = 0; i + 1 < this.segments.length; i++) {
       const segment = this.segments[i]!;
-      out.push({ baseOffset: segment.baseOffset, endOffset: this.segments[i + 1]!.baseOffset, sizeBytes: segment.sizeBytes });
+      out.push({ baseOffset: segment.baseOffset, endOffset: this.segments[i + 1]!.baseOffset, sizeBytes: segment.sizeBytes, ...(segment.epoch === 0 ? {} : { epoch: segment.epoch }) });
     }
     return out;
   }
@@ -1516,12 +1643,23 @@ export class PartitionLog {
       throw new RangeError(`segments ${cleaned.replaced.join(",")} are not adjacent inactive segments of ${this.dir}`);
     }
     const endOffset = this.segments[first + old.length]!.baseOffset;
+    // Named with the group's newest epoch, so that segment epochs keep rising with offsets (the fencing
+    // rule at open relies on it).
+    const epoch = Math.max(...old.map((s) => s.epoch));
     let release!: () => void;
     this.swapping = new Promise<void>((resolve) => (release = resolve));
     try {
       if (this.inflightReads > 0) await new Promise<void>((resolve) => this.readsDrained.push(resolve));
-      await this.failOnError(commitSwap(this.fs, this.dir, { baseOffset: cleaned.replaced[0]!, replaced: cleaned.replaced }));
-      const next = new Segment(this.dir, cleaned.replaced[0]!, this.clock.nowMs());
+      // Fenced before the commit point: nothing changed, the pass fails and the log goes on. (A fence
+      // found between the renames fails the log: its files are then half swapped.)
+      if (!this.mayWrite()) throw new SwapFencedError(`${this.dir}: the partition's ownership is gone; the cleaned segment is not swapped in`);
+      const manifest: SwapManifest = { baseOffset: cleaned.replaced[0]!, replaced: cleaned.replaced };
+      if (old.some((s) => s.epoch !== 0)) {
+        manifest.epoch = epoch;
+        manifest.replacedEpochs = old.map((s) => s.epoch);
+      }
+      await this.failOnError(commitSwap(this.fs, this.dir, manifest, undefined, { epoch: this.writerEpoch, mayWrite: this.mayWrite }));
+      const next = new Segment(this.dir, cleaned.replaced[0]!, this.clock.nowMs(), epoch);
       next.endOffset = endOffset;
       next.sizeBytes = next.writtenBytes = next.durableBytes = cleaned.sizeBytes;
       next.offsetIndex = cleaned.offsetIndex;
@@ -1531,7 +1669,7 @@ export class PartitionLog {
       this.segments.splice(first, old.length, next);
       this.cacheIndex(next);
       for (const segment of old) {
-        // Their files are gone or hold the new segment now: only their handles are closed.
+        // Their files are gone or the new segment's now: only their handles are closed.
         segment.retired = true;
         segment.filesReplaced = true;
         const cached = this.cachedIndexes.indexOf(segment);
@@ -1665,6 +1803,9 @@ export class PartitionLog {
     if (handle !== undefined) await handle.close().catch(() => undefined);
     if (segment.filesReplaced) return;
     for (const path of [segment.logPath, segment.indexPath, segment.timeIndexPath, segment.txnIndexPath]) {
+      // A former leader (its ownership gone) must not delete what its successor serves: the files stay,
+      // and the next owner's retention deletes them.
+      if (!this.mayWrite()) return;
       await this.fs.unlink(path).catch((error: unknown) => {
         if ((error as { code?: string }).code !== "ENOENT") throw error;
       });
@@ -1727,39 +1868,68 @@ export class PartitionLog {
   private async recover(): Promise<void> {
     const fs = this.fs;
     const report = this.recoveryReport;
+    const history = this.epochHistory;
+    const latestEpoch = history.at(-1)?.epoch ?? 0;
     await ensureDir(fs, this.dir);
     report.removedFiles.push(...(await cleanTmpFiles(fs, this.dir)));
     // Before the segments are listed: an interrupted cleaner swap decides which segment files exist.
-    const swap = await recoverSwap(fs, this.dir);
+    const swap = await recoverSwap(fs, this.dir, latestEpoch);
     report.completedSwap = swap.completed;
     report.removedCleanedFiles = swap.removedCleanedFiles;
-    this.cleanerState = await loadCleanerCheckpoint(fs, join(this.dir, CLEANER_CHECKPOINT_FILE));
+    report.fenced.ignoredFiles.push(...swap.fencedManifests);
     const names = await fs.readdir(this.dir);
-    const logBases: number[] = [];
+    // The newest epoch's checkpoints are the ones trusted: an older epoch's may be a former leader's late write.
+    const cleanerEpoch = epochsOf(names, CLEANER_CHECKPOINT_FILE).at(-1);
+    if (cleanerEpoch !== undefined) {
+      this.cleanerState = await loadCleanerCheckpoint(fs, join(this.dir, epochFileName(CLEANER_CHECKPOINT_FILE, cleanerEpoch)));
+      this.cleanerCheckpointEpoch = cleanerEpoch;
+    }
+    const files: { baseOffset: number; epoch: number }[] = [];
     const indexFiles = new Set<string>();
+    const logNames = new Set<string>();
     for (const name of names) {
       const match = SEGMENT_FILE_NAME.exec(name);
       if (match === null) continue;
-      if (match[2] === "log") logBases.push(Number(match[1]));
-      else indexFiles.add(name);
+      if (match[3] === "log") {
+        files.push({ baseOffset: Number(match[1]), epoch: match[2] === undefined ? 0 : Number(match[2]) });
+        logNames.add(name);
+      } else {
+        indexFiles.add(name);
+      }
     }
-    logBases.sort((a, b) => a - b);
-    const logNames = new Set(logBases.map((b) => `${String(b).padStart(20, "0")}.log`));
     for (const name of indexFiles) {
       if (!logNames.has(name.replace(/\.(index|timeindex|txnindex)$/, ".log"))) {
         await fs.unlink(join(this.dir, name));
         report.removedFiles.push(name);
       }
     }
+    // Which segment files are the log (docs/architecture.md, "Files of a leader epoch"): a file of epoch f
+    // based at or past the first later epoch's start is a fenced former leader's, ignored whole (and not
+    // deleted: that leader may still hold it open).
+    const limitOf = (epoch: number) => fencedFrom(epoch, history, files);
+    this.fenceOf = limitOf;
+    const kept = files.filter((f) => {
+      if (f.baseOffset < limitOf(f.epoch)) return true;
+      report.fenced.ignoredFiles.push(segmentFileNameOf(f.baseOffset, "log", f.epoch));
+      return false;
+    });
+    kept.sort((a, b) => a.baseOffset - b.baseOffset);
 
-    const checkpoint = await loadLogCheckpoint(fs, this.checkpointPath);
+    const checkpointEpoch = epochsOf(names, LOG_CHECKPOINT_FILE).at(-1);
+    let checkpoint = checkpointEpoch === undefined ? undefined : await loadLogCheckpoint(fs, join(this.dir, epochFileName(LOG_CHECKPOINT_FILE, checkpointEpoch)));
+    if (checkpoint !== undefined && checkpointEpoch !== undefined && limitOf(checkpointEpoch) !== Number.POSITIVE_INFINITY) {
+      // Written by an epoch that a later one followed before writing its own (a take-over cut short):
+      // nothing it says past the later epoch's start can be the log's.
+      const limit = limitOf(checkpointEpoch);
+      checkpoint = { logStartOffset: Math.min(checkpoint.logStartOffset, limit), recoveryPoint: Math.min(checkpoint.recoveryPoint, limit), cleanShutdown: null };
+    }
     const nowMs = this.clock.nowMs();
-    if (logBases.length === 0) {
+    if (kept.length === 0) {
       if (checkpoint !== undefined) {
         throw new CorruptStateError(this.dir, `no segment files, but ${LOG_CHECKPOINT_FILE} says offsets below ${checkpoint.recoveryPoint} were durable`);
       }
-      report.created = true;
-      const segment = new Segment(this.dir, 0, nowMs);
+      report.created = files.length === 0;
+      const segment = new Segment(this.dir, 0, nowMs, this.writerEpoch);
       segment.resetIndexes();
       segment.pinned = true;
       segment.handle = await fs.open(segment.logPath, "rw");
@@ -1770,21 +1940,25 @@ export class PartitionLog {
     }
 
     const recoveryPoint = checkpoint?.recoveryPoint ?? 0;
-    let changed = checkpoint === undefined;
-    for (let i = 0; i < logBases.length; i++) {
-      const base = logBases[i]!;
-      const segment = new Segment(this.dir, base, nowMs);
+    let changed = checkpoint === undefined || checkpointEpoch !== this.writerEpoch;
+    for (let i = 0; i < kept.length; i++) {
+      const { baseOffset: base, epoch } = kept[i]!;
+      const segment = new Segment(this.dir, base, nowMs, epoch);
       this.segments.push(segment);
-      const isLast = i === logBases.length - 1;
+      const isLast = i === kept.length - 1;
+      const limit = limitOf(epoch);
+      // A later epoch follows: bytes of this segment past its start may be a former leader's late write.
+      const fence: ScanFence | undefined = limit === Number.POSITIVE_INFINITY ? undefined : { stopAtOffset: limit, fencedFrom: limitOf };
+      segment.followedByLaterEpoch = fence !== undefined;
       if (!isLast) {
-        segment.endOffset = logBases[i + 1]!;
+        segment.endOffset = kept[i + 1]!.baseOffset;
         segment.sizeBytes = segment.writtenBytes = (await fs.stat(segment.logPath))?.size ?? 0;
         segment.maxTimestampMs = undefined;
-        const hasIndexes = indexFiles.has(segmentFileNameOf(base, "index")) && indexFiles.has(segmentFileNameOf(base, "timeindex"));
+        const hasIndexes = indexFiles.has(segmentFileNameOf(base, "index", epoch)) && indexFiles.has(segmentFileNameOf(base, "timeindex", epoch));
         // Rebuilding scans every batch and refuses any bad one: this segment is not the last. A trusted
         // segment gets a cheap look at its size and its end first, and the scan only when that fails.
-        if (segment.endOffset > recoveryPoint || !hasIndexes || (await this.trustedSegmentProblem(segment)) !== undefined) {
-          await this.rebuildIndexes(segment, false);
+        if (segment.endOffset > recoveryPoint || !hasIndexes || (await this.trustedSegmentProblem(segment, fence)) !== undefined) {
+          await this.rebuildIndexes(segment, false, fence);
           report.scannedSegments.push(segment.logName);
           changed = true;
         }
@@ -1796,6 +1970,7 @@ export class PartitionLog {
       const fileBytes = await segment.handle.size();
       const clean = checkpoint?.cleanShutdown;
       const trusted =
+        fence === undefined &&
         clean !== null &&
         clean !== undefined &&
         clean.lastSegmentBaseOffset === base &&
@@ -1808,11 +1983,13 @@ export class PartitionLog {
         segment.endOffset = recoveryPoint;
         segment.bytesSinceIndexEntry = fileBytes - segment.offsetIndex!.lastPosition;
       } else {
-        await this.recoverLastSegment(segment, fileBytes, recoveryPoint);
+        await this.recoverLastSegment(segment, fileBytes, recoveryPoint, fence);
         changed = true;
       }
       this.totalBytes += segment.sizeBytes;
     }
+    const bounded = report.fenced.boundedSegments;
+    if (bounded.length > 0 || report.fenced.ignoredFiles.length > 0) changed = true;
 
     // Everything that recovery kept was durable or has just been fsynced.
     for (const segment of this.segments) segment.durableBytes = segment.sizeBytes;
@@ -1856,10 +2033,13 @@ export class PartitionLog {
   }
 
   /** Scans the last segment, truncates a torn tail, and makes what remains durable. */
-  private async recoverLastSegment(segment: Segment, fileBytes: number, recoveryPoint: number): Promise<void> {
+  private async recoverLastSegment(segment: Segment, fileBytes: number, recoveryPoint: number, fence: ScanFence | undefined): Promise<void> {
     const handle = segment.handle!;
-    const result = await scanSegment(handle, fileBytes, segment.baseOffset, indexingVisitor(segment, this.config.indexIntervalBytes));
+    const result = await scanSegment(handle, fileBytes, segment.baseOffset, indexingVisitor(segment, this.config.indexIntervalBytes), false, fence);
     this.recoveryReport.scannedSegments.push(segment.logName);
+    // A later epoch's start ends this segment: what follows is a former leader's, never truncated here
+    // (it may still hold the file) and never read.
+    if (result.fenced !== undefined) this.recoveryReport.fenced.boundedSegments.push({ file: segment.logName, ...result.fenced });
     const bad = result.bad;
     if (bad !== undefined) {
       const where = `${bad.reason} at position ${bad.position} (offset ${bad.expectedOffset})`;
@@ -1885,8 +2065,8 @@ export class PartitionLog {
   }
 }
 
-function segmentFileNameOf(baseOffset: number, extension: "index" | "timeindex"): string {
-  return `${String(baseOffset).padStart(20, "0")}.${extension}`;
+function segmentFileNameOf(baseOffset: number, extension: "log" | "index" | "timeindex", epoch: number): string {
+  return segmentFileName(baseOffset, extension, epoch);
 }
 
 function messageOf(error: unknown): string {

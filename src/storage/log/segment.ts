@@ -1,6 +1,9 @@
 /**
  * One segment of a partition log: `<baseOffset, 20 digits>.log` with its `.index`, `.timeindex` and
  * `.txnindex` (aborted transactions, see txn-index.ts), and the in-memory state the log keeps for it.
+ * A segment written by a leader at epoch E >= 1 (cluster mode) carries the epoch in its names,
+ * `<baseOffset>.e<E>.log` and so on (docs/architecture.md, "Files of a leader epoch"), so that a former
+ * leader can never write into a file of its successor.
  * Also the batch-by-batch scan that recovery and index rebuilds use.
  *
  * Memory per segment is a handful of numbers. Index entries are held in memory only for the active
@@ -16,14 +19,20 @@ import {
   checkBatch,
   lastOffsetDeltaAt,
   maxTimestampAt,
+  PARTITION_LEADER_EPOCH_AT,
+  readInt32,
   type BatchProblem,
 } from "../../protocol/records/record-batch.ts";
 import { OffsetIndex, TimeIndex } from "./indexes.ts";
 
-export const SEGMENT_FILE_NAME = /^(\d{20})\.(log|index|timeindex|txnindex)$/;
+/** Groups: 1 the base offset, 2 the epoch (absent for epoch 0), 3 the extension. */
+export const SEGMENT_FILE_NAME = /^(\d{20})(?:\.e([1-9]\d*))?\.(log|index|timeindex|txnindex)$/;
 
-export function segmentFileName(baseOffset: number, extension: "log" | "index" | "timeindex" | "txnindex"): string {
-  return `${String(baseOffset).padStart(20, "0")}.${extension}`;
+export type SegmentExtension = "log" | "index" | "timeindex" | "txnindex";
+
+/** `<base>.<ext>` for epoch 0 (the names single-broker mode always used), `<base>.e<epoch>.<ext>` above. */
+export function segmentFileName(baseOffset: number, extension: SegmentExtension, epoch = 0): string {
+  return `${String(baseOffset).padStart(20, "0")}${epoch === 0 ? "" : `.e${epoch}`}.${extension}`;
 }
 
 export class Segment {
@@ -74,17 +83,24 @@ export class Segment {
   indexLoading: Promise<void> | undefined;
   /** Bytes of the `.txnindex` file as this process wrote or found it: where the next entry goes. */
   txnIndexBytes = 0;
+  /**
+   * A later leader epoch follows this segment (it was found so at open): its files may hold a former
+   * leader's late writes past its end, which are no part of the log.
+   */
+  followedByLaterEpoch = false;
 
   constructor(
     readonly dir: string,
     readonly baseOffset: number,
     createdMs: number,
+    /** The leader epoch whose files these are (0: single-broker names). */
+    readonly epoch = 0,
   ) {
-    this.logName = segmentFileName(baseOffset, "log");
+    this.logName = segmentFileName(baseOffset, "log", epoch);
     this.logPath = join(dir, this.logName);
-    this.indexPath = join(dir, segmentFileName(baseOffset, "index"));
-    this.timeIndexPath = join(dir, segmentFileName(baseOffset, "timeindex"));
-    this.txnIndexPath = join(dir, segmentFileName(baseOffset, "txnindex"));
+    this.indexPath = join(dir, segmentFileName(baseOffset, "index", epoch));
+    this.timeIndexPath = join(dir, segmentFileName(baseOffset, "timeindex", epoch));
+    this.txnIndexPath = join(dir, segmentFileName(baseOffset, "txnindex", epoch));
     this.endOffset = baseOffset;
     this.createdMs = createdMs;
   }
@@ -148,6 +164,22 @@ export interface ScanResult {
   /** One past the last offset of those batches (the base offset for an empty segment). */
   endOffset: number;
   bad: BadBatch | undefined;
+  /**
+   * The scan stopped at a fenced former leader's late write (see ScanFence): the bytes from `position`
+   * on are not part of the log. Undefined when the scan read to the end or stopped at a bad batch.
+   */
+  fenced: { position: number; offset: number; bytes: number } | undefined;
+}
+
+/**
+ * Where a segment's part of the log ends by leader epoch (docs/architecture.md, "Files of a leader
+ * epoch"): at `stopAtOffset` (a later epoch starts there), or at the first batch stamped with an epoch
+ * whose successor started at or before the batch's base offset (`fencedFrom(epoch)`). What follows is
+ * a former leader's late write: the scan stops there without calling it damage.
+ */
+export interface ScanFence {
+  stopAtOffset: number;
+  fencedFrom: (epoch: number) => number;
 }
 
 export type BatchVisitor = (bytes: Uint8Array, at: number, position: number, sizeBytes: number) => void;
@@ -188,6 +220,7 @@ export async function scanSegment(
   baseOffset: number,
   visit: BatchVisitor,
   cleaned = false,
+  fence?: ScanFence,
 ): Promise<ScanResult> {
   let buffer: Uint8Array = new Uint8Array(0);
   let bufferStart = 0;
@@ -202,6 +235,9 @@ export async function scanSegment(
   let position = 0;
   let expectedOffset = baseOffset;
   while (position < fileBytes) {
+    if (fence !== undefined && expectedOffset >= fence.stopAtOffset) {
+      return { validBytes: position, endOffset: expectedOffset, bad: undefined, fenced: { position, offset: expectedOffset, bytes: fileBytes - position } };
+    }
     let at = await ensure(position, BATCH_HEADER_BYTES);
     const headerBytes = Math.min(buffer.length - at, BATCH_HEADER_BYTES);
     let sizeBytes = headerBytes >= 12 ? batchSizeAt(buffer, at) : BATCH_HEADER_BYTES;
@@ -214,16 +250,24 @@ export async function scanSegment(
     } else if (cleaned ? baseOffsetAt(buffer, at) < expectedOffset : baseOffsetAt(buffer, at) !== expectedOffset) {
       reason = `base offset ${baseOffsetAt(buffer, at)} where ${cleaned ? "at least " : ""}${expectedOffset} was expected`;
     }
+    if (reason === undefined && fence !== undefined && fence.fencedFrom(partitionLeaderEpochAt(buffer, at)) <= baseOffsetAt(buffer, at)) {
+      return { validBytes: position, endOffset: expectedOffset, bad: undefined, fenced: { position, offset: expectedOffset, bytes: fileBytes - position } };
+    }
     if (reason !== undefined) {
       const followed = await followedByValidBatch(handle, fileBytes, position, expectedOffset, buffer, at, available);
-      return { validBytes: position, endOffset: expectedOffset, bad: { position, expectedOffset, reason, followedByValidBatch: followed } };
+      return { validBytes: position, endOffset: expectedOffset, bad: { position, expectedOffset, reason, followedByValidBatch: followed }, fenced: undefined };
     }
     sizeBytes = checked as number;
     visit(buffer, at, position, sizeBytes);
     expectedOffset = baseOffsetAt(buffer, at) + lastOffsetDeltaAt(buffer, at) + 1;
     position += sizeBytes;
   }
-  return { validBytes: position, endOffset: expectedOffset, bad: undefined };
+  return { validBytes: position, endOffset: expectedOffset, bad: undefined, fenced: undefined };
+}
+
+/** The partitionLeaderEpoch of the batch header at `at` (int32; -1 when the producer left it unset). */
+export function partitionLeaderEpochAt(bytes: Uint8Array, at: number): number {
+  return readInt32(bytes, at + PARTITION_LEADER_EPOCH_AT);
 }
 
 /**
