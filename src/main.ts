@@ -21,6 +21,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { createBroker } from "./broker/broker.ts";
 import type { BrokerConfig } from "./broker/config.ts";
+import { type ClusterMetadata, startClusterMetadata } from "./broker/metadata-mutations.ts";
 import { ClusterMember } from "./cluster/cluster-member.ts";
 import { runCli } from "./cli/run.ts";
 import { VERSION } from "./cli/help.ts";
@@ -194,6 +195,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   let kafka: KafkaListener | undefined;
   let http: HttpServer | undefined;
   let queryPorts: BrokerQueryPorts | undefined;
+  let metadata: ClusterMetadata | undefined;
   let resolveStopped!: (exitCode: number) => void;
   const stopped = new Promise<number>((resolve) => (resolveStopped = resolve));
   const shutdown = (why: Record<string, unknown>, exitCode: number) => {
@@ -208,6 +210,7 @@ async function serve(config: BrokerConfig): Promise<number> {
       await clusterMember?.stopOwnership({ handOver: true });
       await kafka?.close();
       await http?.close();
+      await metadata?.close();
       await broker.close();
       // Last: everything the broker did under its lease is done and durable. The revocation removes
       // the registration at once, so the other brokers drop this one now rather than after the TTL.
@@ -319,6 +322,9 @@ async function serve(config: BrokerConfig): Promise<number> {
       log.error("leaving the cluster: this broker id is taken", { error: error.message });
       shutdown({ reason: "broker id taken" }, 2);
     });
+    // Topic and broker-config changes go through the cluster's gate, and every broker reads the others'.
+    metadata = await startClusterMetadata({ client: clusterMember.etcd, clusterId: broker.services.clusterId, lease: () => clusterMember.status().lease, services: broker.services });
+    await metadata.mutations.run("start-up clean-up of half-done topic changes", () => broker.services.topics.cleanUpOrphans());
     // Registered: now this broker claims its share of the partitions and coordinator slots.
     const owned = broker.owned!;
     const manager = await clusterMember.startOwnership({
@@ -327,6 +333,8 @@ async function serve(config: BrokerConfig): Promise<number> {
       onMove: (move) => metrics.onOwnershipMove(move),
     });
     broker.useOwnership(manager);
+    // A topic created, grown or deleted (here or by another broker) changes what there is to own.
+    broker.services.topics.onTopicsChanged(() => manager.changed());
   }
   if (stopIfAsked()) return await stopped;
   // Before the start-up line announces the broker: a script that sends SIGTERM as soon as it reads the

@@ -16,6 +16,7 @@ import { ZERO_UUID } from "../protocol/codec-support.ts";
 import type { MetadataRequest } from "../protocol/generated/metadata-request.ts";
 import type { MetadataResponseInit, MetadataResponse_MetadataResponseTopicInit } from "../protocol/generated/metadata-response.ts";
 import type { TopicRecord } from "../storage/topic-store.ts";
+import { underGate } from "./metadata-mutations.ts";
 import type { Handler } from "./handler.ts";
 import {
   AUTHORIZED_OPERATIONS_OMITTED,
@@ -94,8 +95,18 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
           } else if (topicNameInvalidReason(name) !== null) {
             answered.push(missingTopic(ErrorCode.INVALID_TOPIC_EXCEPTION, name));
           } else if (autoCreate) {
-            const created = await topics.create({ name, partitions: config.numPartitions });
-            if (created.ok) {
+            // Under the cluster's metadata gate, as every topic change (single-broker mode: at once).
+            const created = await underGate(
+              services,
+              "auto-create topic",
+              () => topics.create({ name, partitions: config.numPartitions }),
+              () => undefined,
+            );
+            if (created === undefined) {
+              // The gate could not be taken: nothing was created, and the client asks again, as Apache
+              // answers while an auto-created topic is not ready.
+              answered.push(missingTopic(ErrorCode.LEADER_NOT_AVAILABLE, name));
+            } else if (created.ok) {
               services.log.info("auto-created topic", { topic: name, partitions: created.topic.partitions });
               answered.push(describeTopic(created.topic, includeOps));
             } else {

@@ -124,7 +124,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const config: BrokerConfig = { ...deps.config };
   await ensureDir(fs, config.dataDir);
   const cluster = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
-  const topics = await TopicStore.open(fs, config.dataDir, clock, { log: (line) => log.warn(line) });
+  const clusterMode = deps.liveBrokers !== undefined;
+  // In cluster mode a half-done create may be another broker's change in flight: its clean-up waits for
+  // the cluster's metadata gate (main.ts).
+  const topics = await TopicStore.open(fs, config.dataDir, clock, { log: (line) => log.warn(line), cleanUpOrphans: !clusterMode });
   const brokerConfigs = await BrokerConfigStore.open(fs, config.dataDir, {
     brokerId: config.brokerId,
     staticTopicDefaults: config.topicConfigDefaults,
@@ -134,7 +137,6 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
   config.cleaner = brokerConfigs.cleaner();
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
-  const clusterMode = deps.liveBrokers !== undefined;
   const partitions = new PartitionManager(fs, clock, log, config, topics);
   // Cluster mode recovers a partition when this broker takes it over, not at start.
   if (!clusterMode) await partitions.openAll(deps.onRecoveryProgress);

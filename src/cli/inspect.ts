@@ -223,11 +223,23 @@ function clusterDetail(c: ClusterView): string {
     c.members.map((m) => [m.brokerId, hostPort(m.kafka), hostPort(m.http), m.rack ?? "-", m.self ? "(this broker)" : ""]),
     new Set([0]),
   );
-  const note =
-    c.mode === "cluster" && c.members.length > 1
-      ? "\nOwnership and routing across brokers are not built yet: every broker answers for every partition and\ncoordinator, so clients must use one broker.\n"
-      : "";
-  return `${facts}\nMembers:\n${table}${note}`;
+  return `${facts}\nMembers:\n${table}${ownershipDetail(c.ownership)}`;
+}
+
+/** Who owns how much, what nobody owns, and the moves in progress on this broker. */
+function ownershipDetail(o: ClusterView["ownership"]): string {
+  if (o === null) return "";
+  const shares = renderTable(
+    ["BROKER", "PARTITIONS", "TXN SLOTS", "GROUP SLOTS"],
+    [...o.shares.map((s) => [s.brokerId, s.partitions, s.txnSlots, s.groupSlots]), ["none", o.unowned.partitions, o.unowned.txnSlots, o.unowned.groupSlots]],
+    new Set([0, 1, 2, 3]),
+  );
+  const moving = o.held.filter((h) => h.state !== "owned");
+  const moves =
+    moving.length === 0
+      ? "No take-over or hand-over in progress on this broker.\n"
+      : `In progress on this broker:\n${renderTable(["RESOURCE", "STATE", "EPOCH"], moving.map((h) => [h.resource, h.state, h.epoch]), new Set([2]))}`;
+  return `\nOwners:\n${shares}\n${moves}`;
 }
 
 async function clusterCommand(args: readonly string[], deps: InspectDeps): Promise<number> {

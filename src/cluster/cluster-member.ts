@@ -23,7 +23,7 @@ import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { systemTimers, type Timers } from "../platform/timers.ts";
 import { BrokerDirectory, brokerMembership, deregisterBroker, DuplicateBrokerIdError, type RegisteredBroker } from "./broker-registry.ts";
-import { brokerKey } from "./cluster-keys.ts";
+import { brokerKey, type OwnedResource } from "./cluster-keys.ts";
 import { decodeBrokerRecord, type BrokerRegistration } from "./cluster-records.ts";
 import { EtcdClient } from "./etcd/etcd-client.ts";
 import { EtcdServerError, EtcdUnavailableError, type EndpointFailure } from "./etcd/etcd-errors.ts";
@@ -73,6 +73,16 @@ export interface ClusterStatus {
   members: RegisteredBroker[];
   /** Why this broker is not a member in good standing; undefined when it is. */
   problem: string | undefined;
+  /** Who owns what, once the ownership manager runs (undefined before). */
+  ownership: OwnershipStatus | undefined;
+}
+
+/** The ownership manager's view: this broker's claims and every owner key it watches. */
+export interface OwnershipStatus {
+  /** What this broker holds: `loading` and `leaving` are take-overs and hand-overs in progress. */
+  held: { resource: OwnedResource; state: "loading" | "owned" | "leaving"; epoch: number }[];
+  /** Every owner key in etcd as the watch has it. */
+  owners: { resource: OwnedResource; brokerId: number; epoch: number }[];
 }
 
 /** What the side-port needs from cluster mode (a fake in unit tests). */
@@ -150,6 +160,11 @@ export class ClusterMember implements ClusterStatusSource {
       throw startupFailure(error, client.endpoints);
     }
     return member;
+  }
+
+  /** The etcd client, for the other cluster pieces that talk to etcd (the metadata gate, the topic feed). */
+  get etcd(): EtcdClient {
+    return this.client;
   }
 
   get endpoints(): readonly string[] {
@@ -272,6 +287,13 @@ export class ClusterMember implements ClusterStatusSource {
       },
       members: [...this.live],
       problem: this.problem(nowMs, valid, lastError),
+      ownership:
+        this.manager === undefined
+          ? undefined
+          : {
+              held: this.manager.held(),
+              owners: this.manager.allOwners().map(({ resource, brokerId, epoch }) => ({ resource, brokerId, epoch })),
+            },
     };
   }
 

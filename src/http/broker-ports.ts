@@ -28,8 +28,9 @@ import { relative } from "node:path";
 import type { Broker } from "../broker/broker.ts";
 import type { PartitionCleanerStats } from "../broker/log-cleaner-service.ts";
 import type { PendingTxnMarkers } from "../broker/txn-coordinator.ts";
-import type { ClusterStatusSource } from "../cluster/cluster-member.ts";
-import { slotOf } from "../cluster/ownership.ts";
+import type { ClusterStatusSource, OwnershipStatus } from "../cluster/cluster-member.ts";
+import { resourceId, type OwnedResource } from "../cluster/cluster-keys.ts";
+import { SLOT_COUNT, slotOf } from "../cluster/ownership.ts";
 import { GROUP_STATES } from "../domain/groups/classic-group.ts";
 import type { TxnEntry } from "../domain/txn/txn-state.ts";
 import { errorInfoByCode } from "../errors/generated/error-codes.ts";
@@ -47,6 +48,7 @@ import {
   type ClusterView,
   type HostPortView,
   type LeaseView,
+  type OwnershipView,
   type HangingWarning,
   type HttpQueryPorts,
   type MarkerQueryPort,
@@ -98,6 +100,34 @@ export interface BrokerQueryPortsOptions {
   lsoStuckGraceMs?: number;
   /** Cluster mode's membership (etcd, the lease, the live brokers); absent in single-broker mode. */
   cluster?: ClusterStatusSource;
+}
+
+/** `partition/<topic>-<n>`, `txn/<slot>`, `group/<slot>`: the owner keys' own names. */
+function resourceName(resource: OwnedResource): string {
+  return `${resource.kind}/${resourceId(resource)}`;
+}
+
+/** The ownership manager's view as /v1/cluster shows it: shares per broker, what is unowned, what is held here. */
+export function ownershipViewOf(status: OwnershipStatus, partitionCount: number): OwnershipView {
+  const shares = new Map<number, { brokerId: number; partitions: number; txnSlots: number; groupSlots: number }>();
+  const owned = { partitions: 0, txnSlots: 0, groupSlots: 0 };
+  for (const owner of status.owners) {
+    let share = shares.get(owner.brokerId);
+    if (share === undefined) shares.set(owner.brokerId, (share = { brokerId: owner.brokerId, partitions: 0, txnSlots: 0, groupSlots: 0 }));
+    const field = owner.resource.kind === "partition" ? "partitions" : owner.resource.kind === "txn" ? "txnSlots" : "groupSlots";
+    share[field]++;
+    owned[field]++;
+  }
+  return {
+    shares: [...shares.values()].sort((a, b) => a.brokerId - b.brokerId),
+    unowned: {
+      partitions: Math.max(0, partitionCount - owned.partitions),
+      txnSlots: SLOT_COUNT - owned.txnSlots,
+      groupSlots: SLOT_COUNT - owned.groupSlots,
+    },
+    held: status.held.map((h) => ({ resource: resourceName(h.resource), state: h.state, epoch: h.epoch })).sort((a, b) => (a.resource < b.resource ? -1 : 1)),
+    owners: status.owners.map((o) => ({ resource: resourceName(o.resource), brokerId: o.brokerId, epoch: o.epoch })).sort((a, b) => (a.resource < b.resource ? -1 : 1)),
+  };
 }
 
 export class BrokerQueryPorts implements HttpQueryPorts {
@@ -231,6 +261,7 @@ export class BrokerQueryPorts implements HttpQueryPorts {
         transactions: this.opts.broker.registry.get(26) !== undefined,
         consumerGroups: this.opts.broker.registry.get(11) !== undefined,
       },
+      ownership: status?.ownership === undefined ? null : ownershipViewOf(status.ownership, topics.reduce((sum, t) => sum + t.partitions, 0)),
     };
   }
 

@@ -42,6 +42,18 @@ function scrubberRow(scrubber: ScrubberView | undefined): string {
   return `<tr><th>Scrubber</th><td data-field="scrubber">${escapeHtml(text)}; ${damaged}</td></tr>\n`;
 }
 
+/** Cluster mode: each broker's share of partitions and slots, what nobody owns, the moves in progress here. */
+function ownershipRow(cluster: ClusterView): string {
+  const o = cluster.ownership;
+  if (o === null) return "";
+  const shares = o.shares.map((s) => `broker ${escapeHtml(s.brokerId)}: ${escapeHtml(s.partitions)} partition(s), ${escapeHtml(s.txnSlots)} txn + ${escapeHtml(s.groupSlots)} group slot(s)`).join("; ");
+  const unowned = o.unowned.partitions + o.unowned.txnSlots + o.unowned.groupSlots;
+  const moving = o.held.filter((h) => h.state !== "owned");
+  const movingText = moving.length === 0 ? "" : `; moving here: ${moving.slice(0, 10).map((h) => `${escapeHtml(h.resource)} (${escapeHtml(h.state)}, epoch ${escapeHtml(h.epoch)})`).join(", ")}${moving.length > 10 ? ` and ${moving.length - 10} more` : ""}`;
+  const unownedText = unowned === 0 ? "" : `; <span class="lagging">${escapeHtml(unowned)} without an owner</span>`;
+  return `<tr><th>Owners</th><td data-field="owners">${shares || "none yet"}${unownedText}${movingText}</td></tr>\n`;
+}
+
 function clusterSection(cluster: ClusterView, readiness: Readiness, scrubber?: ScrubberView): string {
   const features = Object.entries(cluster.features)
     .map(([name, on]) => `<span class="feature ${on ? "on" : "off"}">${escapeHtml(name)}: ${on ? "yes" : "not yet"}</span>`)
@@ -55,7 +67,7 @@ function clusterSection(cluster: ClusterView, readiness: Readiness, scrubber?: S
 <tr><th>Controller</th><td>${escapeHtml(cluster.controllerId)}</td></tr>
 <tr><th>Mode</th><td>${escapeHtml(cluster.mode)}</td></tr>
 <tr><th>Brokers</th><td>${brokers}</td></tr>
-${cluster.lease === null ? "" : `<tr><th>etcd lease</th><td data-field="lease">${escapeHtml(cluster.lease.state)}, ${cluster.lease.lapses} lapse(s)</td></tr>\n`}<tr><th>Ready</th><td data-field="ready">${readiness.ready ? (readiness.degraded === undefined ? "yes" : `<span class="lagging">degraded: ${escapeHtml(readiness.degraded)}</span>`) : `no: ${escapeHtml(readiness.reason)}`}</td></tr>
+${cluster.lease === null ? "" : `<tr><th>etcd lease</th><td data-field="lease">${escapeHtml(cluster.lease.state)}, ${cluster.lease.lapses} lapse(s)</td></tr>\n`}${ownershipRow(cluster)}<tr><th>Ready</th><td data-field="ready">${readiness.ready ? (readiness.degraded === undefined ? "yes" : `<span class="lagging">degraded: ${escapeHtml(readiness.degraded)}</span>`) : `no: ${escapeHtml(readiness.reason)}`}</td></tr>
 ${scrubberRow(scrubber)}<tr><th>Uptime</th><td>${escapeHtml(formatDuration(cluster.uptimeMs))}</td></tr>
 <tr><th>Connections</th><td data-field="connections">${escapeHtml(cluster.connections)}</td></tr>
 <tr><th>Topics / partitions</th><td data-field="counts">${escapeHtml(cluster.topicCount)} / ${escapeHtml(cluster.partitionCount)}</td></tr>

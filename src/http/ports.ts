@@ -107,6 +107,20 @@ export interface ClusterView {
   /** Partitions of all topics (whether opened yet or not). */
   partitionCount: number;
   features: FeatureView;
+  /** Cluster mode, once this broker runs its ownership manager; null otherwise. */
+  ownership: OwnershipView | null;
+}
+
+/** Who owns what in cluster mode, as this broker sees the owner keys in etcd. */
+export interface OwnershipView {
+  /** Per live or owning broker, lowest id first: how many partitions and coordinator slots it owns. */
+  shares: { brokerId: number; partitions: number; txnSlots: number; groupSlots: number }[];
+  /** Resources nobody owns right now (their owner's lease has not expired yet, or a claim is due). */
+  unowned: { partitions: number; txnSlots: number; groupSlots: number };
+  /** Every resource this broker holds, with its fencing epoch; `loading` / `leaving` are moves in progress. */
+  held: { resource: string; state: "loading" | "owned" | "leaving"; epoch: number }[];
+  /** Every owner key: `partition/<topic>-<n>`, `txn/<slot>` or `group/<slot>`, its owner and epoch. */
+  owners: { resource: string; brokerId: number; epoch: number }[];
 }
 
 export interface TopicSummaryView {

@@ -49,6 +49,7 @@ const base = {
   topicCount: 0,
   partitionCount: 0,
   features: { idempotentProducer: true, transactions: true, consumerGroups: true },
+  ownership: null,
 };
 
 const single: ClusterView = {
@@ -77,6 +78,19 @@ const clustered: ClusterView = {
     { brokerId: 1, kafka: { host: "10.0.0.1", port: 9092 }, http: { host: "10.0.0.1", port: 9644 }, rack: "r1", self: false },
     { brokerId: 2, kafka: { host: "::1", port: 9092 }, http: null, rack: null, self: true },
   ],
+  ownership: {
+    shares: [
+      { brokerId: 1, partitions: 3, txnSlots: 25, groupSlots: 25 },
+      { brokerId: 2, partitions: 2, txnSlots: 24, groupSlots: 25 },
+    ],
+    unowned: { partitions: 1, txnSlots: 1, groupSlots: 0 },
+    held: [
+      { resource: "partition/orders-1", state: "owned", epoch: 4 },
+      { resource: "partition/orders-4", state: "loading", epoch: 7 },
+      { resource: "txn/3", state: "leaving", epoch: 2 },
+    ],
+    owners: [],
+  },
 };
 
 describe("bunka cluster", () => {
@@ -102,7 +116,7 @@ describe("bunka cluster", () => {
     );
   });
 
-  test("cluster mode: endpoints, the lease, every member, and the note that clients must use one broker", async () => {
+  test("cluster mode: endpoints, the lease, every member, each broker's share, what nobody owns, the moves in progress", async () => {
     const { run } = cli(() => json(clustered), { BUNKA_HTTP: "10.0.0.2:9644" });
     const result = await run("cluster");
     expect(result.urls).toEqual(["http://10.0.0.2:9644/v1/cluster"]);
@@ -120,8 +134,16 @@ describe("bunka cluster", () => {
         "     1  10.0.0.1:9092  10.0.0.1:9644  r1",
         "     2  [::1]:9092     -              -     (this broker)",
         "",
-        "Ownership and routing across brokers are not built yet: every broker answers for every partition and",
-        "coordinator, so clients must use one broker.",
+        "Owners:",
+        "BROKER  PARTITIONS  TXN SLOTS  GROUP SLOTS",
+        "     1           3         25           25",
+        "     2           2         24           25",
+        "  none           1          1            0",
+        "",
+        "In progress on this broker:",
+        "RESOURCE            STATE    EPOCH",
+        "partition/orders-4  loading      7",
+        "txn/3               leaving      2",
         "",
       ].join("\n"),
     );

@@ -28,6 +28,7 @@ const cluster: ClusterView = {
   brokers: [{ brokerId: 0, host: "127.0.0.1", port: 9092, rack: null }],
   etcd: null,
   lease: null,
+  ownership: null,
   members: [{ brokerId: 0, kafka: { host: "127.0.0.1", port: 9092 }, http: { host: "127.0.0.1", port: 9644 }, rack: null, self: true }],
   startedAtMs: 1_700_000_000_000,
   uptimeMs: 65_000,
@@ -602,6 +603,31 @@ describe("dashboard", () => {
     expect(html).not.toContain("<img");
     expect(html).toContain("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;");
     expect(html).toContain("no: &lt;b&gt;down&lt;/b&gt;");
+  });
+
+  test("cluster mode: an Owners row with each broker's share, what nobody owns and the moves in progress, escaped", async () => {
+    const { ports } = fakePorts({
+      cluster: () => ({
+        ...cluster,
+        mode: "cluster",
+        ownership: {
+          shares: [
+            { brokerId: 1, partitions: 2, txnSlots: 25, groupSlots: 24 },
+            { brokerId: 2, partitions: 1, txnSlots: 25, groupSlots: 25 },
+          ],
+          unowned: { partitions: 0, txnSlots: 0, groupSlots: 1 },
+          held: [{ resource: "partition/<b>x</b>-0", state: "loading", epoch: 3 }],
+          owners: [],
+        },
+      }),
+    });
+    const html = await (await createHttpApp(ports).request("/")).text();
+    const row = html.match(/<td data-field="owners">(.*?)<\/td>/)?.[1];
+    expect(row).toBe(
+      'broker 1: 2 partition(s), 25 txn + 24 group slot(s); broker 2: 1 partition(s), 25 txn + 25 group slot(s); <span class="lagging">1 without an owner</span>; moving here: partition/&lt;b&gt;x&lt;/b&gt;-0 (loading, epoch 3)',
+    );
+    // Single mode has no such row.
+    expect(await (await createHttpApp(fakePorts().ports).request("/")).text()).not.toContain('data-field="owners"');
   });
 });
 

@@ -39,6 +39,7 @@ class FakeCluster implements ClusterStatusSource {
     lease: { id: 7587880000000000001n, ttlSeconds: 9, validForMs: 6_500, valid: true, lapses: 0, lastError: undefined },
     members: [registered(1, 9092, 9644), registered(3, 9094, null)],
     problem: undefined,
+    ownership: undefined,
   };
   status(): ClusterStatus {
     return this.current;
@@ -101,6 +102,45 @@ describe("cluster mode", () => {
     expect(view.controllerId).toBe(1);
     expect(await ports.readiness()).toEqual({ ready: true });
     expect(await metricLines(ports)).toEqual(["bunka_cluster_members 2", "bunka_cluster_lease_valid 1", "bunka_cluster_lease_lapses_total 0"]);
+  });
+
+  test("ownership: null before the manager runs; then each broker's share, what nobody owns, and what this broker holds", async () => {
+    const cluster = new FakeCluster();
+    const { broker, ports } = await setup(cluster);
+    expect(ports.cluster().ownership).toBeNull();
+    await broker.services.topics.create({ name: "orders", partitions: 3 });
+    cluster.current = {
+      ...cluster.current,
+      ownership: {
+        held: [
+          { resource: { kind: "partition", topic: "orders", partition: 0 }, state: "owned", epoch: 4 },
+          { resource: { kind: "txn", slot: 7 }, state: "loading", epoch: 2 },
+        ],
+        owners: [
+          { resource: { kind: "partition", topic: "orders", partition: 0 }, brokerId: 1, epoch: 4 },
+          { resource: { kind: "partition", topic: "orders", partition: 2 }, brokerId: 3, epoch: 1 },
+          { resource: { kind: "txn", slot: 7 }, brokerId: 1, epoch: 2 },
+          { resource: { kind: "group", slot: 9 }, brokerId: 3, epoch: 5 },
+        ],
+      },
+    };
+    expect(ports.cluster().ownership).toEqual({
+      shares: [
+        { brokerId: 1, partitions: 1, txnSlots: 1, groupSlots: 0 },
+        { brokerId: 3, partitions: 1, txnSlots: 0, groupSlots: 1 },
+      ],
+      unowned: { partitions: 1, txnSlots: 49, groupSlots: 49 },
+      held: [
+        { resource: "partition/orders-0", state: "owned", epoch: 4 },
+        { resource: "txn/7", state: "loading", epoch: 2 },
+      ],
+      owners: [
+        { resource: "group/9", brokerId: 3, epoch: 5 },
+        { resource: "partition/orders-0", brokerId: 1, epoch: 4 },
+        { resource: "partition/orders-2", brokerId: 3, epoch: 1 },
+        { resource: "txn/7", brokerId: 1, epoch: 2 },
+      ],
+    });
   });
 
   test("a lapsed lease: /ready is 503 with the reason, the view and the metrics say lapsed, and all recover with it", async () => {
