@@ -267,7 +267,7 @@ export class GroupCoordinator {
     let acquiring = this.acquiring.get(slot);
     if (acquiring === undefined) {
       acquiring = (async () => {
-        await this.store.loadSlot(slot);
+        await this.store.loadSlot(slot, epoch);
         if (this.closed) return;
         const groups = this.restoreGroups(slot, epoch);
         this.deps.log.info("took over a group coordinator slot", { slot, epoch, groups });

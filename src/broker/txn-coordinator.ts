@@ -441,7 +441,7 @@ export class TxnCoordinator {
     if (this.closed) throw new Error("the transaction coordinator is closed");
     if (this.loadedSlots.has(slot)) return;
     this.slotEpochs.set(slot, epoch);
-    const entries = await this.deps.store.loadSlot(slot);
+    const entries = await this.deps.store.loadSlot(slot, epoch);
     for (const entry of entries) this.track(entry.transactionalId, entry);
     const decided = entries.filter((entry) => isPrepare(entry.state)).map((entry) => entry.transactionalId).sort();
     const left = await this.completeDecided(decided, "completing a decided transaction of a slot taken over failed");

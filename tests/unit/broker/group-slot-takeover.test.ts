@@ -17,7 +17,7 @@ import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger, type Logger } from "../../../src/platform/logger.ts";
 import { FenceLogWriter } from "../../../src/storage/fence-log.ts";
 import { MarkerQueue } from "../../../src/storage/marker-queue.ts";
-import { offsetsJournalPath, SlotNotLoadedError } from "../../../src/storage/offset-store.ts";
+import { offsetsJournalPathAt, SlotNotLoadedError } from "../../../src/storage/offset-store.ts";
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
@@ -155,10 +155,12 @@ describe("group slot take-over (cluster mode)", () => {
     expect((await committed(b, GROUP, "t", 2, true)).offset).toBe(30);
 
     // A's writes to the slot are refused, never made on an empty slot of its own over B's files.
-    const journal = await fs.readFile(offsetsJournalPath(DATA, SLOT));
+    // (B writes the files of its epoch 2; A wrote those of epoch 1.)
+    const journals = async () => [await fs.readFile(offsetsJournalPathAt(DATA, SLOT, 1)), await fs.readFile(offsetsJournalPathAt(DATA, SLOT, 2))];
+    const before = await journals();
     await expect(a.groups.store.mutate(SLOT, (d) => d.deleteGroup(GROUP))).rejects.toBeInstanceOf(SlotNotLoadedError);
     await expect(a.groups.completeTransactionalOffsets(GROUP, 8, false)).rejects.toThrow(/not served by this broker/);
-    expect(await fs.readFile(offsetsJournalPath(DATA, SLOT))).toEqual(journal);
+    expect(await journals()).toEqual(before);
 
     // Back to A at epoch 3: it reads B's writes from the files, not its own memory.
     expect(await commit(b, GROUP, "t", 0, 11)).toEqual([ErrorCode.NONE]);
@@ -244,7 +246,7 @@ describe("group slot take-over (cluster mode)", () => {
     expect(await commit(a, GROUP, "t", 0, 10)).toEqual([ErrorCode.NONE]);
     expect(await commit(a, GROUP, "t", 0, 11)).toEqual([ErrorCode.NONE]);
     await hand(a, SLOT, 1);
-    const path = offsetsJournalPath(DATA, SLOT);
+    const path = offsetsJournalPathAt(DATA, SLOT, 1);
     const text = new TextDecoder().decode(await fs.readFile(path));
     const at = text.indexOf('"offset":10') + '"offset":'.length;
     const handle = await fs.open(path, "rw");
