@@ -1948,8 +1948,11 @@ export class PartitionLog {
       const isLast = i === kept.length - 1;
       const limit = limitOf(epoch);
       // A later epoch follows: bytes of this segment past its start may be a former leader's late write.
-      const fence: ScanFence | undefined = limit === Number.POSITIVE_INFINITY ? undefined : { stopAtOffset: limit, fencedFrom: limitOf };
-      segment.followedByLaterEpoch = fence !== undefined;
+      const followed = limit !== Number.POSITIVE_INFINITY;
+      segment.followedByLaterEpoch = followed;
+      // Every scan also stops at a batch stamped with a fenced epoch (a no-op for a single epoch).
+      const scanFence: ScanFence = { stopAtOffset: limit, fencedFrom: limitOf };
+      const fence = followed ? scanFence : undefined;
       if (!isLast) {
         segment.endOffset = kept[i + 1]!.baseOffset;
         segment.sizeBytes = segment.writtenBytes = (await fs.stat(segment.logPath))?.size ?? 0;
@@ -1958,7 +1961,7 @@ export class PartitionLog {
         // Rebuilding scans every batch and refuses any bad one: this segment is not the last. A trusted
         // segment gets a cheap look at its size and its end first, and the scan only when that fails.
         if (segment.endOffset > recoveryPoint || !hasIndexes || (await this.trustedSegmentProblem(segment, fence)) !== undefined) {
-          await this.rebuildIndexes(segment, false, fence);
+          await this.rebuildIndexes(segment, false, scanFence);
           report.scannedSegments.push(segment.logName);
           changed = true;
         }
@@ -1983,7 +1986,7 @@ export class PartitionLog {
         segment.endOffset = recoveryPoint;
         segment.bytesSinceIndexEntry = fileBytes - segment.offsetIndex!.lastPosition;
       } else {
-        await this.recoverLastSegment(segment, fileBytes, recoveryPoint, fence);
+        await this.recoverLastSegment(segment, fileBytes, recoveryPoint, scanFence);
         changed = true;
       }
       this.totalBytes += segment.sizeBytes;
