@@ -35,14 +35,15 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
     isInternal: false,
     partitions: Array.from({ length: topic.partitions }, (_, partitionIndex) => {
       const leaderId = ownership.partitionLeader(topic.name, partitionIndex);
-      // The leader epoch this broker has for the partition (0 in single-broker mode); -1 when another
-      // broker leads it, whose epoch only that broker knows: a client then asks it with no epoch check.
+      // The leader epoch: this broker's for a partition it leads (0 in single-broker mode), the owner
+      // key's for one another broker leads (what that broker leads it at), -1 when not known: a client
+      // then asks the leader with no epoch check.
       const standing = ownership.standing({ kind: "partition", topic: topic.name, partition: partitionIndex });
       return {
         errorCode: leaderId < 0 ? ErrorCode.LEADER_NOT_AVAILABLE : ErrorCode.NONE,
         partitionIndex,
         leaderId,
-        leaderEpoch: standing.state === "elsewhere" ? -1 : standing.epoch,
+        leaderEpoch: standing.state === "elsewhere" ? (leaderId < 0 ? -1 : (standing.epoch ?? -1)) : standing.epoch,
         replicaNodes: leaderId < 0 ? [] : [leaderId],
         isrNodes: leaderId < 0 ? [] : [leaderId],
         offlineReplicas: [],

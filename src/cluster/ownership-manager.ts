@@ -163,7 +163,8 @@ export class OwnershipManager {
       return { state: claim.state, epoch: claim.epoch };
     }
     const owner = this.owners.get(keyOf(resource));
-    return { state: "elsewhere", brokerId: owner === undefined || owner.brokerId === this.options.selfId ? -1 : owner.brokerId };
+    if (owner === undefined || owner.brokerId === this.options.selfId) return { state: "elsewhere", brokerId: -1 };
+    return { state: "elsewhere", brokerId: owner.brokerId, epoch: owner.epoch };
   }
 
   mayAct(resource: OwnedResource, epoch: number): boolean {

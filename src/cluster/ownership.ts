@@ -47,7 +47,8 @@ export type Standing =
   | { state: "owned"; epoch: number }
   | { state: "loading"; epoch: number }
   | { state: "leaving"; epoch: number }
-  | { state: "elsewhere"; brokerId: number };
+  /** `epoch`: the owner's epoch where this broker knows it (the owner key it watches), for Metadata. */
+  | { state: "elsewhere"; brokerId: number; epoch?: number };
 
 /** Single-broker mode's standing: everything owned at epoch 0. */
 const OWNED_AT_ZERO: Standing = Object.freeze({ state: "owned", epoch: 0 });

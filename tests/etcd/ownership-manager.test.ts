@@ -203,7 +203,7 @@ describe("ownership managers of three brokers", () => {
           expect(node.manager.mayAct(r, owner.epoch)).toBe(true);
           expect(node.manager.mayAct(r, owner.epoch + 1)).toBe(false);
         } else {
-          expect(node.manager.standing(r)).toEqual({ state: "elsewhere", brokerId: owner.brokerId });
+          expect(node.manager.standing(r)).toEqual({ state: "elsewhere", brokerId: owner.brokerId, epoch: owner.epoch });
           expect(node.manager.mayAct(r, owner.epoch)).toBe(false);
         }
         void resource;

@@ -72,7 +72,7 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
     expect(produced.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NOT_LEADER_OR_FOLLOWER);
     // From here on, partitions 0 and 1 are this broker's at epoch 3 and partition 2 is broker 7's.
     const source: OwnershipSource = {
-      standing: (r) => (r.kind === "partition" && r.partition === 2 ? { state: "elsewhere", brokerId: 7 } : { state: "owned", epoch: 3 }),
+      standing: (r) => (r.kind === "partition" && r.partition === 2 ? { state: "elsewhere", brokerId: 7, epoch: 5 } : { state: "owned", epoch: 3 }),
       mayAct: (r, epoch) => epoch === 3 && !(r.kind === "partition" && r.partition === 2),
       ownerOf: (r) => (r.kind === "partition" && r.partition === 2 ? 7 : 2),
     };
@@ -91,7 +91,7 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
       expect(brokersOf(md).map((b) => b.nodeId)).toEqual([1, 2, 7]);
       expect(md.controllerId).toBe(1);
       expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2, 7]);
-      if (version >= 7) expect(md.topics[0].partitions.map((p: { leaderEpoch: number }) => p.leaderEpoch)).toEqual([3, 3, -1]);
+      if (version >= 7) expect(md.topics[0].partitions.map((p: { leaderEpoch: number }) => p.leaderEpoch)).toEqual([3, 3, 5]);
     }
     const md = await client.request(3, 12, { topics: null });
     expect(brokersOf(md)).toEqual(expected);

@@ -32,14 +32,20 @@ let restore: (() => void) | undefined;
 /** Partition 1 of TOPIC gets `standing` (led by `leader`); every other resource keeps its own. */
 function standPartition1(standing: Standing, leader: number): void {
   const ownership: Ownership = broker.broker.services.ownership;
-  const { standing: originalStanding, partitionLeader: originalLeader } = ownership;
+  const { standing: originalStanding, partitionLeader: originalLeader, mayAct: originalMayAct } = ownership;
   const isP1 = (topic: string, partition: number) => topic === TOPIC && partition === 1;
   ownership.standing = (resource) =>
     resource.kind === "partition" && isP1(resource.topic, resource.partition) ? standing : originalStanding.call(ownership, resource);
   ownership.partitionLeader = (topic, partition) => (isP1(topic, partition) ? leader : originalLeader.call(ownership, topic, partition));
+  // Writes (Produce) may act only while owned, at the standing's epoch.
+  ownership.mayAct = (resource, epoch) =>
+    resource.kind === "partition" && isP1(resource.topic, resource.partition)
+      ? standing.state === "owned" && standing.epoch === epoch
+      : originalMayAct.call(ownership, resource, epoch);
   restore = () => {
     ownership.standing = originalStanding;
     ownership.partitionLeader = originalLeader;
+    ownership.mayAct = originalMayAct;
   };
 }
 
