@@ -12,6 +12,12 @@
  * is refused, not retried: the refusal goes into the damage registry, `refusal` tells handlers to answer
  * KAFKA_STORAGE_ERROR, `get` rejects without reading the files again, and the broker starts and serves
  * the other partitions. Nothing of the damaged files is changed, so that the operator can copy them away.
+ *
+ * Cluster mode (`clusterMode: true`; docs/architecture.md, "Files of a leader epoch"): nothing is opened
+ * on demand. `openAll` opens nothing, `get` answers undefined for a partition not acquired here (the
+ * handlers answer NOT_LEADER_OR_FOLLOWER around it), and `acquire(topic, partition, epoch)` is the only
+ * way in: a take-over that recovers the partition from the shared files afresh and leads it at `epoch`,
+ * writing only that epoch's files. `release` is the hand-over.
  */
 import { join } from "node:path";
 import { resolveTopicConfigWithDefaults } from "../domain/topic-config.ts";
@@ -38,6 +44,18 @@ interface OpenPartition {
 export interface PartitionManagerOptions {
   /** How often the background loop runs (log.retention.check.interval.ms is 5 min in Apache). */
   maintenanceIntervalMs?: number;
+}
+
+/** How the manager hosts partitions: single-broker mode (the default) or cluster mode. */
+export interface PartitionHosting {
+  /** Partitions are opened only by `acquire`, at a leader epoch (see the file comment). */
+  clusterMode?: boolean;
+  /**
+   * Whether this broker may still write a partition it acquired at `epoch` (the ownership's mayAct):
+   * asked right before each unlink and rename of retention and cleaner swaps, which file names cannot
+   * fence. Default: always.
+   */
+  mayWrite?: (topic: string, partition: number, epoch: number) => boolean;
 }
 
 export class PartitionManager {
@@ -71,8 +89,37 @@ export class PartitionManager {
     private readonly config: BrokerConfig,
     private readonly topics: TopicStore,
     damage?: SegmentDamageRegistry,
+    private readonly hosting: PartitionHosting = {},
   ) {
     this.damage = damage ?? new SegmentDamageRegistry(clock, log);
+  }
+
+  /** Cluster mode: partitions are opened only by `acquire`. */
+  get clusterMode(): boolean {
+    return this.hosting.clusterMode === true;
+  }
+
+  /**
+   * Cluster mode's take-over: recovers the partition from the shared files as at start-up (whatever this
+   * process had open of it before is closed first, and what it knew of its damage forgotten: the files
+   * are read afresh) and makes it leader at `epoch`, which resolves once the epoch is recorded and its
+   * first segment durable (Partition.open with `leaderEpoch`). After it, `get` returns the partition.
+   * Rejects (and `get` keeps answering undefined) when the topic or partition does not exist, it is
+   * being deleted, its data is damaged (CorruptStateError, recorded as a refusal), or `epoch` is below
+   * the one its files record (CorruptStateError: a newer leader exists).
+   */
+  async acquire(topicName: string, partition: number, epoch: number): Promise<void> {
+    if (!this.clusterMode) throw new Error("acquire is cluster mode's: this partition manager opens partitions on demand");
+    const topic = this.topics.get(topicName);
+    if (!topic || !Number.isInteger(partition) || partition < 0 || partition >= topic.partitions) {
+      throw new Error(`partition ${topicName}-${partition} does not exist`);
+    }
+    if (this.deleting.has(topicName)) throw new Error(`topic ${topicName} is being deleted`);
+    if (this.closed) throw new Error("the partition manager is closed");
+    const key = `${topicName}-${partition}`;
+    await this.release(topicName, partition);
+    this.damage.forget(key);
+    await this.openEntry(topic, partition, epoch);
   }
 
   /** Why the partition was refused at open (its data is damaged), if it was: handlers answer KAFKA_STORAGE_ERROR. */
@@ -112,6 +159,8 @@ export class PartitionManager {
 
   /** Opens every partition of every topic, so that crash recovery happens now and problems surface now. */
   async openAll(onProgress?: (done: number, total: number) => void): Promise<void> {
+    // Cluster mode opens a partition only when it is acquired.
+    if (this.clusterMode) return;
     const all = this.topics.list().flatMap((t) => Array.from({ length: t.partitions }, (_, p) => [t, p] as const));
     let done = 0;
     for (const [topic, partition] of all) {
@@ -166,7 +215,10 @@ export class PartitionManager {
     }
   }
 
-  /** The partition, opened if needed; undefined when the topic or partition does not exist. */
+  /**
+   * The partition, opened if needed; undefined when the topic or partition does not exist. In cluster mode
+   * nothing is opened here: undefined unless the partition was acquired (and not released) here.
+   */
   async get(topicName: string, partition: number): Promise<Partition | undefined> {
     const topic = this.topics.get(topicName);
     if (!topic || !Number.isInteger(partition) || partition < 0 || partition >= topic.partitions) return undefined;
@@ -179,6 +231,7 @@ export class PartitionManager {
       // A partition of an earlier incarnation of the topic: it must not keep its files open.
       this.open.delete(key);
       await this.closeEntry(key, existing).catch(() => {});
+      if (this.clusterMode) return undefined;
       return this.get(topicName, partition);
     }
     if (existing) {
@@ -189,8 +242,17 @@ export class PartitionManager {
       }
       return existing.partition;
     }
+    if (this.clusterMode) return undefined;
+    return this.openEntry(topic, partition, undefined);
+  }
+
+  /** Opens the partition into `open` (at `leaderEpoch` in cluster mode), recording a refusal for damage. */
+  private openEntry(topic: TopicRecord, partition: number, leaderEpoch: number | undefined): Promise<Partition> {
     if (this.closed) throw new Error("the partition manager is closed");
+    const topicName = topic.name;
+    const key = `${topicName}-${partition}`;
     const { logConfig, timestampType } = this.logConfigOf(topic);
+    const mayWrite = this.hosting.mayWrite;
     const opening = Partition.open({
       fs: this.fs,
       clock: this.clock,
@@ -201,6 +263,8 @@ export class PartitionManager {
       timestampType,
       warn: (message, fields) => this.log.warn(message, fields),
       verifier: this.partitionVerifier,
+      ...(leaderEpoch === undefined ? {} : { leaderEpoch }),
+      ...(mayWrite === undefined || leaderEpoch === undefined ? {} : { mayWrite: () => mayWrite(topicName, partition, leaderEpoch) }),
     });
     void opening.then((p) => this.reportRecovery(p), () => {});
     const entry: OpenPartition = { incarnation: topic.incarnation, topicId: topic.topicId, partition: opening };
@@ -249,8 +313,8 @@ export class PartitionManager {
   /**
    * Closes one partition because its ownership moves to another broker (cluster mode's hand-over):
    * resolves once its files are closed, after the appends in flight and its final producer-state
-   * snapshot, so that the next owner's recovery reads everything this broker wrote. The next `get`
-   * opens it again, with recovery, as a take-over does.
+   * snapshot, so that the next owner's recovery reads everything this broker wrote. In single-broker mode
+   * the next `get` opens it again, with recovery; in cluster mode only the next `acquire` does.
    */
   async release(topicName: string, partition: number): Promise<void> {
     const key = `${topicName}-${partition}`;
