@@ -5,6 +5,7 @@
  * found it plus B's appends: offsets continuous, the last stable offset and producer state right.
  */
 import { describe, expect, test } from "bun:test";
+import { OffsetMap } from "../../../src/domain/compaction/offset-map.ts";
 import { CorruptStateError } from "../../../src/errors/errors.ts";
 import { parseBatchHeader } from "../../../src/protocol/records/record-batch.ts";
 import { LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochHistory } from "../../../src/storage/log/leader-epoch-checkpoint.ts";
@@ -333,5 +334,41 @@ describe("a take-over at a newer epoch", () => {
       { epoch: 0, startOffset: 0 },
       { epoch: 3, startOffset: 1 },
     ]);
+  });
+
+  test("a cleaning pass over segments of two epochs names the cleaned segment with the newer one; the next owner reads it whole", async () => {
+    const h = harness();
+    const keyed = (key: string, value: string) => buildBatch({ records: [{ key, value }] });
+    const small = testConfig({ segmentBytes: 1 });
+    const a = await h.open(1, small);
+    await produce(a, keyed("k", "a0"));
+    await produce(a, keyed("j", "a1"));
+    await a.close();
+    const b = await h.open(2, small);
+    await produce(b, keyed("k", "b2"));
+    await produce(b, keyed("i", "b3"));
+    await produce(b, keyed("j", "b4"));
+    expect(b.log.segmentBaseOffsets).toEqual([0, 1, 2, 3, 4]);
+    const outcome = await b.clean({
+      nowMs: h.clock.nowMs(),
+      config: { minCleanableDirtyRatio: 0.5, minCompactionLagMs: 0, maxCompactionLagMs: Number.MAX_SAFE_INTEGER, deleteRetentionMs: 1000, segmentBytes: 100_000, indexIntervalBytes: 128 },
+      map: new OffsetMap(1 << 16, 0.9),
+      throttle: async () => {},
+      shouldStop: () => false,
+      force: true,
+    });
+    expect(outcome.kind).toBe("cleaned");
+    const cleaned = `${"0".padStart(20, "0")}.e2.log`;
+    const names = await h.fs.readdir(DIR);
+    expect(names).toContain(cleaned);
+    expect(names.filter((n) => n.endsWith(".e1.log"))).toEqual([]);
+    const values = async (p: Partition) => (await readAll(p.log)).map((x) => [x.baseOffset, parseBatchHeader(x.bytes).recordsCount]);
+    const seen = await values(b);
+    await b.close();
+    const c = await h.open(3);
+    expect(await values(c)).toEqual(seen);
+    expect(c.log.recoveryReport.fenced.ignoredFiles).toEqual([]);
+    expect(c.log.logEndOffset).toBe(5);
+    await c.close();
   });
 });
