@@ -371,4 +371,31 @@ describe("a take-over at a newer epoch", () => {
     expect(c.log.logEndOffset).toBe(5);
     await c.close();
   });
+
+  test("a take-over cut short after its history was written: the former leader's later checkpoint counts only up to the new epoch's start", async () => {
+    const h = harness();
+    const a = await h.open(1, testConfig({ segmentBytes: 100_000, recoveryPointCheckpointIntervalMs: 1 }));
+    await produce(a, idempotent(0, 3));
+    // B recorded epoch 2 at offset 3 and crashed before anything else of its take-over.
+    const history = await LeaderEpochHistory.loadNewest(h.fs, DIR);
+    history.writeFileOf(DIR, 2);
+    await history.assign(2, 3);
+    // A goes on: appends, and its checkpoint now says offsets below 7 are durable.
+    h.clock.advance(10);
+    await lateAppends(a, 3);
+    await a.log.settled();
+    const c = await h.open(3);
+    expect(await logOf(c)).toEqual([[0, 2, PID, 0, 1]]);
+    expect(c.log.logEndOffset).toBe(3);
+    expect(c.openTransactionCount).toBe(0);
+    expect(c.leaderEpochHistory.all).toEqual([
+      // Epoch 2 appended nothing: its successor at the same offset replaces it.
+      { epoch: 1, startOffset: 0 },
+      { epoch: 3, startOffset: 3 },
+    ]);
+    expect(c.log.recoveryReport.fenced.boundedSegments.map((b) => b.offset)).toEqual([3]);
+    // A's dedupe window past offset 3 is not C's: the batch A appended late is new here.
+    expect(await produce(c, idempotent(3, 4, "late"))).toBe(3);
+    await Promise.all([a.close(), c.close()]);
+  });
 });
