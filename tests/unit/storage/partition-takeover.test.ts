@@ -398,4 +398,45 @@ describe("a take-over at a newer epoch", () => {
     expect(await produce(c, idempotent(3, 4, "late"))).toBe(3);
     await Promise.all([a.close(), c.close()]);
   });
+
+  test("a cleaning pass of a leader whose ownership is gone swaps nothing in, and the log goes on", async () => {
+    const h = harness();
+    let mayWrite = true;
+    const keyed = (key: string, value: string) => buildBatch({ records: [{ key, value }] });
+    const p = await Partition.open({
+      fs: h.fs,
+      clock: h.clock,
+      topic: "takeover",
+      partition: 0,
+      dir: DIR,
+      logConfig: testConfig({ segmentBytes: 1 }),
+      timestampType: "create-time",
+      warn: () => {},
+      leaderEpoch: 1,
+      mayWrite: () => mayWrite,
+    });
+    for (const [k, v] of [["k", "0"], ["k", "1"], ["k", "2"]] as const) await produce(p, keyed(k, v));
+    const before = (await h.fs.readdir(DIR)).sort();
+    mayWrite = false;
+    const pass = p.clean({
+      nowMs: h.clock.nowMs(),
+      config: { minCleanableDirtyRatio: 0.5, minCompactionLagMs: 0, maxCompactionLagMs: Number.MAX_SAFE_INTEGER, deleteRetentionMs: 1000, segmentBytes: 100_000, indexIntervalBytes: 128 },
+      map: new OffsetMap(1 << 16, 0.9),
+      throttle: async () => {},
+      shouldStop: () => false,
+      force: true,
+    });
+    await expect(pass).rejects.toThrow("ownership is gone");
+    expect(p.log.failed).toBeUndefined();
+    // Nothing renamed or unlinked (the pass's own `.cleaned` files stay for the next owner's open to remove).
+    const unchanged = (names: string[]) => names.filter((n) => !n.includes("cleaner-checkpoint") && !n.endsWith(".cleaned")).sort();
+    expect(unchanged(await h.fs.readdir(DIR))).toEqual(unchanged(before));
+    expect((await readAll(p.log)).map((b) => b.baseOffset)).toEqual([0, 1, 2]);
+    await produce(p, keyed("k", "3"));
+    await p.close();
+    const next = await h.open(2);
+    expect((await h.fs.readdir(DIR)).filter((n) => n.endsWith(".cleaned"))).toEqual([]);
+    expect((await readAll(next.log)).map((b) => b.baseOffset)).toEqual([0, 1, 2, 3]);
+    await next.close();
+  });
 });
