@@ -22,7 +22,8 @@ import { hostname } from "node:os";
 import { createBroker } from "./broker/broker.ts";
 import type { BrokerConfig } from "./broker/config.ts";
 import { type ClusterMetadata, startClusterMetadata } from "./broker/metadata-mutations.ts";
-import { ClusterMember } from "./cluster/cluster-member.ts";
+import { ClusterMember, startupFailure } from "./cluster/cluster-member.ts";
+import { EtcdWaker } from "./cluster/waker.ts";
 import { runCli } from "./cli/run.ts";
 import { VERSION } from "./cli/help.ts";
 import { FatalError } from "./errors/errors.ts";
@@ -150,6 +151,18 @@ async function serve(config: BrokerConfig): Promise<number> {
     }
   }
   const clusterMember = member;
+  // Cluster mode: markers, fences and offset completions queued on the shared volume wake their target
+  // broker at once through etcd (the queues' polls stay as the fallback).
+  let waker: EtcdWaker | undefined;
+  if (clusterMember !== undefined) {
+    try {
+      waker = await EtcdWaker.open({ client: clusterMember.etcd, clusterId: clusterMember.clusterId, selfId: config.brokerId, log, nowMs: clock.nowMs });
+    } catch (error) {
+      await clusterMember.leave();
+      syncfs?.close();
+      throw startupFailure(error, clusterMember.endpoints);
+    }
+  }
 
   // Test hook (tests/interop/transactions-java.test.ts): die by SIGKILL once an EndTxn decision is durable,
   // before its markers, to test the recovery of a crash in that window. Read here only, never deeper.
@@ -183,6 +196,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     cleanerThreads: true,
     ...(crashAfterPrepare || holdAfterAnswer ? { txn: txnHooks } : {}),
     ...(clusterMember === undefined ? {} : { liveBrokers: () => clusterMember.liveBrokers() }),
+    ...(waker === undefined ? {} : { waker }),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.
     onRecoveryProgress: (done, total) => {
       if (done === total || done % Math.max(1, Math.ceil(total / 10)) === 0) log.info("recovering partitions", { done, total });
@@ -212,6 +226,7 @@ async function serve(config: BrokerConfig): Promise<number> {
       await http?.close();
       await metadata?.close();
       await broker.close();
+      await waker?.close();
       // Last: everything the broker did under its lease is done and durable. The revocation removes
       // the registration at once, so the other brokers drop this one now rather than after the TTL.
       await clusterMember?.leave();
@@ -256,6 +271,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   } catch (error) {
     // The port was free a moment ago (checkCanListen) and was taken since: the broker closes cleanly.
     await broker.close();
+    await waker?.close();
     await clusterMember?.leave();
     syncfs?.close();
     throw error;
@@ -290,6 +306,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   } catch (error) {
     await kafka.close();
     await broker.close();
+    await waker?.close();
     await clusterMember?.leave();
     syncfs?.close();
     throw error;
@@ -311,6 +328,7 @@ async function serve(config: BrokerConfig): Promise<number> {
       await kafka.close();
       await http.close();
       await broker.close();
+      await waker?.close();
       await clusterMember.leave();
       syncfs?.close();
       throw error;

@@ -11,7 +11,10 @@
  * written, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH. A transactional batch
  * for a partition that is not in the producer's ongoing transaction (the coordinator's verifier says so) is
  * refused as Apache 3.8+ refuses it: INVALID_TXN_STATE "Partition was not added to the transaction" up to v10,
- * TRANSACTION_ABORTABLE (no message) from v11.
+ * TRANSACTION_ABORTABLE (no message) from v11. In cluster mode, a transactional batch whose coordinator is
+ * another broker is first verified with that broker (broker/remote-txn-verifier.ts); when it cannot
+ * answer, the partition is NOT_ENOUGH_REPLICAS (retriable, as Apache's leaders answer then) and nothing is
+ * appended.
  *
  * acks=0 sends no response, and closes the connection when any partition failed (as Apache does: the
  * producer learns of the error by the disconnect and refreshes its metadata; without it, an acks=0
@@ -36,6 +39,7 @@ import { prepareProducedBatch } from "../protocol/records/produce-validation.ts"
 import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
 import { CloseConnection, type Handler } from "./handler.ts";
 import { NO_LEADER_EPOCH, partitionLeadership } from "./partition-leadership.ts";
+import { partitionKey, type RefusedPartition } from "./remote-txn-verifier.ts";
 import type { BrokerServices } from "./services.ts";
 
 interface PartitionAnswer {
@@ -53,6 +57,7 @@ interface PartitionAnswer {
 }
 
 const NOT_LEADER_MESSAGE = "This server is not the leader for that topic-partition.";
+const NOTHING_REFUSED: ReadonlyMap<string, RefusedPartition> = new Map();
 
 const failure = (index: number, errorCode: number, errorMessage: string | null): ProduceResponse_PartitionProduceResponseInit => ({
   index,
@@ -163,11 +168,18 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       if (acks !== 0 && acks !== 1 && acks !== -1) {
         return this.errorResponse(request, ErrorCode.INVALID_REQUIRED_ACKS, ctx.apiVersion);
       }
+      // Cluster mode: transactional batches whose coordinator is another broker are verified with it
+      // first; a partition it could not answer for is refused retriably without an append.
+      const unverified = (await services.remoteTxnVerifier?.prepare(request)) ?? NOTHING_REFUSED;
       const answers = await Promise.all(
         request.topicData.map(async (topic) => ({
           name: topic.name,
           partitions: await Promise.all(
-            topic.partitionData.map((p) => producePartition(topic.name, p.index, p.records, ctx.apiVersion)),
+            topic.partitionData.map((p): PartitionAnswer | Promise<PartitionAnswer> => {
+              const refused = unverified.get(partitionKey(topic.name, p.index));
+              if (refused !== undefined) return { response: failure(p.index, refused.errorCode, refused.message) };
+              return producePartition(topic.name, p.index, p.records, ctx.apiVersion);
+            }),
           ),
         })),
       );

@@ -4,7 +4,7 @@
  * real clock and file system; tests construct it with their own.
  */
 import { FenceWatcher } from "../cluster/fence-watcher.ts";
-import { MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
+import { type MarkerSpec, MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
 import { ClusterOwnership, NOTHING_OWNED, type OwnershipSource } from "../cluster/cluster-ownership.ts";
 import { type BrokerEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
@@ -66,6 +66,10 @@ import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
 import { OwnedResources } from "./owned-resources.ts";
+import { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
+import { noopWaker, type Waker } from "../cluster/waker.ts";
+import { PeerClients } from "../cluster/peer-client.ts";
+import { OffsetCompletionQueue } from "../storage/offset-queue.ts";
 import { TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
 
 export interface BrokerDeps {
@@ -102,6 +106,11 @@ export interface BrokerDeps {
    * `Broker.useOwnership`).
    */
   liveBrokers?: () => readonly BrokerEndpoint[];
+  /**
+   * Cluster mode: wakes another broker (or a slot's owner) at once when markers, fences or offset
+   * completions are queued for it, and this broker when they are queued for it (cluster/waker.ts).
+   */
+  waker?: Waker;
 }
 
 export interface Broker {
@@ -137,7 +146,20 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
   config.cleaner = brokerConfigs.cleaner();
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
-  const partitions = new PartitionManager(fs, clock, log, config, topics);
+  const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
+  // Until useOwnership is called, a cluster-mode broker owns nothing: every partition and slot is elsewhere.
+  const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers, NOTHING_OWNED);
+  // Cluster mode: a partition is opened only when taken over, at its leader epoch, and retention and the
+  // cleaner check the epoch right before each unlink and rename (file names cannot fence those).
+  const partitions = new PartitionManager(
+    fs,
+    clock,
+    log,
+    config,
+    topics,
+    undefined,
+    clusterMode ? { clusterMode, mayWrite: (topic, partition, epoch) => ownership.mayAct({ kind: "partition", topic, partition }, epoch) } : {},
+  );
   // Cluster mode recovers a partition when this broker takes it over, not at start.
   if (!clusterMode) await partitions.openAll(deps.onRecoveryProgress);
   if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
@@ -161,15 +183,16 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ...(deps.scrubber === false || deps.scrubber?.pauseBetweenPassesMs === undefined ? {} : { pauseBetweenPassesMs: deps.scrubber.pauseBetweenPassesMs }),
   });
   if (deps.scrubber !== false) scrubber.start();
-  const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
-  // Until useOwnership is called, a cluster-mode broker owns nothing: every partition and slot is elsewhere.
-  const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers, NOTHING_OWNED);
+  const waker = deps.waker ?? noopWaker;
   const groups = await GroupCoordinator.open({
     fs,
     clock,
     log,
     dataDir: config.dataDir,
     ownership,
+    // Cluster mode: a transaction's staged offsets whose group slot another broker serves are completed
+    // by that broker from a durable queue on the shared volume.
+    ...(clusterMode ? { offsetQueue: new OffsetCompletionQueue(fs, config.dataDir), waker } : {}),
     options: {
       initialRebalanceDelayMs: config.groupInitialRebalanceDelayMs,
       offsetsRetentionMs: config.offsetsRetentionMs,
@@ -195,6 +218,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     offsets: groups,
     fenceLog,
     markerQueue,
+    waker,
     clock,
     log,
     options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...(clusterMode ? { loadAllSlotsAtStart: false } : {}), ...deps.txn },
@@ -205,9 +229,39 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     { name: "txn_state", verify: () => txnStore.verify(), repair: (path) => txnStore.repair(path) },
     { name: "offsets", verify: () => groups.store.verify(), repair: (path) => groups.store.repair(path) },
   );
-  partitions.setTransactionVerifier(txn.verifier);
-  const markerWatcher = new MarkerQueueWatcher({ queue: markerQueue, ownership, writeMarker: txnPartitions.writeMarker, log });
-  const fenceWatcher = new FenceWatcher({ fs, dataDir: config.dataDir, selfId: config.brokerId, apply: txnPartitions.fenceProducer, log });
+  // Cluster mode: a transactional batch whose coordinator is another broker is verified with it
+  // (AddPartitionsToTxn verifyOnly, as KIP-890's leaders do) before the append, over a peer connection.
+  const peers = clusterMode
+    ? new PeerClients({
+        resolve: (brokerId) => {
+          const endpoint = ownership.brokers().find((b) => b.brokerId === brokerId);
+          return endpoint === undefined ? undefined : { host: endpoint.host, port: endpoint.port };
+        },
+        clientId: `bunka-broker-${config.brokerId}`,
+        log,
+      })
+    : undefined;
+  const remoteTxnVerifier = peers === undefined ? undefined : new RemoteTxnVerifier({ ownership, peers, local: txn.verifier, log });
+  partitions.setTransactionVerifier(remoteTxnVerifier?.verifier ?? txn.verifier);
+  const markerWatcher = new MarkerQueueWatcher({
+    queue: markerQueue,
+    ownership,
+    writeMarker: txnPartitions.writeMarker,
+    log,
+    waker,
+    ...(remoteTxnVerifier === undefined ? {} : { onMarkerWritten: (_topic: string, _partition: number, marker: MarkerSpec) => remoteTxnVerifier.onMarker(marker.producerId, marker.producerEpoch) }),
+  });
+  const fenceWatcher = new FenceWatcher({
+    fs,
+    dataDir: config.dataDir,
+    selfId: config.brokerId,
+    apply: (producerId, epoch) => {
+      remoteTxnVerifier?.onFence(producerId, epoch);
+      return txnPartitions.fenceProducer(producerId, epoch);
+    },
+    log,
+    waker,
+  });
   if (deps.txn?.timers !== false) {
     markerWatcher.start();
     fenceWatcher.start();
@@ -227,6 +281,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     producerIds,
     groups,
     txn,
+    ...(remoteTxnVerifier === undefined ? {} : { remoteTxnVerifier }),
     fetchSessions: new FetchSessionCache({
       slots: config.maxIncrementalFetchSessionCacheSlots,
       evictionMs: config.minIncrementalFetchSessionEvictionMs,
@@ -298,6 +353,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       await scrubber.stop();
       await markerWatcher.stop();
       await fenceWatcher.stop();
+      peers?.close();
       await txn.close();
       await fenceLog.close();
       await groups.close();

@@ -27,13 +27,8 @@ export class OwnedResources implements OwnedResourceHost {
 
   async acquire(resource: OwnedResource, epoch: number): Promise<void> {
     switch (resource.kind) {
-      case "partition": {
-        // Whatever an earlier ownership left open here is stale: the take-over reads the files afresh.
-        await this.deps.partitions.release(resource.topic, resource.partition);
-        const partition = await this.deps.partitions.get(resource.topic, resource.partition);
-        if (partition === undefined) throw new Error(`partition ${resource.topic}-${resource.partition} does not exist`);
-        return partition.becomeLeader(epoch);
-      }
+      case "partition":
+        return this.deps.partitions.acquire(resource.topic, resource.partition, epoch);
       case "txn":
         return this.deps.txn.acquireSlot(resource.slot, epoch);
       case "group":

@@ -14,6 +14,7 @@ import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { LogCleanerService } from "./log-cleaner-service.ts";
 import type { MetadataMutations } from "./metadata-mutations.ts";
+import type { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
 import type { PartitionManager } from "./partitions.ts";
 import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
@@ -48,6 +49,11 @@ export interface BrokerServices {
    * read it at each request, so it may be installed after the broker is built.
    */
   mutations?: MetadataMutations;
+  /**
+   * Cluster mode: verifies a transactional batch with its coordinator when that is another broker
+   * (broker/remote-txn-verifier.ts); Produce asks it before the append. Absent in single-broker mode.
+   */
+  remoteTxnVerifier?: RemoteTxnVerifier;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

@@ -167,6 +167,10 @@ export class ClusterMember implements ClusterStatusSource {
     return this.client;
   }
 
+  get clusterId(): string {
+    return this.options.clusterId;
+  }
+
   get endpoints(): readonly string[] {
     return this.client.endpoints;
   }
