@@ -121,6 +121,14 @@ const LATE_WRITES: LateWrite[] = [
     },
   },
   {
+    name: "aborts a transaction: a marker and an aborted-transaction index entry",
+    write: async (a) => {
+      await lateAppends(a);
+      expect(await a.appendMarker({ producerId: TXN_PID, producerEpoch: 0, commit: false, coordinatorEpoch: 0 })).toMatchObject({ ok: true });
+      expect(a.abortedTransactionIndex()).toHaveLength(1);
+    },
+  },
+  {
     name: "rewrites the producer-state snapshot",
     write: async (a) => {
       await lateAppends(a);
@@ -185,6 +193,7 @@ describe("a take-over at a newer epoch", () => {
       expect(c.highWatermark).toBe(7);
       expect(c.lastStableOffset).toBe(7);
       expect(c.openTransactionCount).toBe(0);
+      expect(c.abortedTransactionIndex()).toEqual([]);
       expect(c.leaderEpochHistory.all).toEqual([
         { epoch: 1, startOffset: 0 },
         { epoch: 2, startOffset: 5 },
