@@ -111,8 +111,11 @@ export class SegmentScrubber {
   private nextReadAtMs = 0;
   private stopped = false;
   private running: Promise<void> | undefined;
-  private cancelWait: (() => void) | undefined;
-  private wake: (() => void) | undefined;
+  /**
+   * Every wait in progress (the loop's pause, a pace between reads; a pass a caller runs beside the loop
+   * has its own), each ended at once by `stop`.
+   */
+  private readonly waits = new Set<() => void>();
 
   constructor(private readonly opts: SegmentScrubberOptions) {
     this.pauseMs = opts.pauseBetweenPassesMs ?? SCRUBBER_PAUSE_BETWEEN_PASSES_MS_DEFAULT;
@@ -132,8 +135,7 @@ export class SegmentScrubber {
   /** Ends the pass in progress at its next read and waits for it. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.cancelWait?.();
-    this.wake?.();
+    for (const endWait of [...this.waits]) endWait();
     await this.running;
   }
 
@@ -284,12 +286,13 @@ export class SegmentScrubber {
   private sleep(ms: number): Promise<void> {
     if (this.stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      this.wake = resolve;
-      this.cancelWait = this.opts.timers.after(ms, () => {
-        this.cancelWait = undefined;
-        this.wake = undefined;
+      const endWait = () => {
+        this.waits.delete(endWait);
+        cancel();
         resolve();
-      });
+      };
+      const cancel = this.opts.timers.after(ms, endWait);
+      this.waits.add(endWait);
     });
   }
 }

@@ -16,6 +16,7 @@ import { SegmentScrubber, type ScrubbedLog } from "../../../../src/storage/log/s
 import { buildBatch, simpleBatch, TEST_BASE_TIMESTAMP_MS, type TestRecord } from "../../../support/batch-builder.ts";
 import { ManualClock } from "../../../support/manual-clock.ts";
 import { ManualTimers } from "../../../support/manual-timers.ts";
+import { until } from "../../../support/wait.ts";
 import { MemoryFs } from "../../../support/memory-fs.ts";
 import { DIR, patchFile, segmentPath, splitBatches, testConfig, truncateFile } from "./support.ts";
 
@@ -453,6 +454,22 @@ describe("the scrubber", () => {
     rate = 0;
     expect(await scrubber.runPass()).toBe(false);
     expect(scrubber.statistics.bytesScrubbed).toBe(0);
+    await log.close();
+  });
+
+  test("stop ends every wait at once: the loop's pause and a pass run beside it, paced between its reads", async () => {
+    const fs = new MemoryFs();
+    const clock = new ManualClock();
+    const { log } = await trustedLog(fs);
+    const timers = new ManualTimers(clock);
+    // 1 KiB/s with 128-byte reads: the pass beside the loop waits between its reads.
+    const scrubber = new SegmentScrubber({ partitions: async () => [{ partition: PARTITION, log }], damage: new SegmentDamageRegistry(clock, silentLogger), clock, timers, log: silentLogger, bytesPerSecond: () => 1024, chunkBytes: 128, pauseBetweenPassesMs: 60_000 });
+    scrubber.start();
+    const beside = scrubber.runPass();
+    await until("both wait on a timer", 2_000, async () => (timers.pending >= 2 ? true : undefined), 1);
+    const stopped = await Promise.race([scrubber.stop().then(() => "stopped"), new Promise((r) => setTimeout(() => r("still waiting"), 1_000))]);
+    expect(stopped).toBe("stopped");
+    expect(await beside).toBe(false);
     await log.close();
   });
 });
