@@ -32,6 +32,8 @@ import type {
 } from "../protocol/generated/add-partitions-to-txn-response.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
+import { GROUP_OFFSETS_TOPIC } from "./remote-txn-verifier.ts";
+import { SLOT_COUNT } from "../cluster/ownership.ts";
 
 interface TxnInput {
   transactionalId: string;
@@ -64,7 +66,10 @@ export function addPartitionsToTxnHandler(services: BrokerServices): Handler<Add
   const handleTransaction = async (input: TxnInput, version: number): Promise<AddPartitionsToTxnResponse_AddPartitionsToTxnResultInit> => {
     const partitions = partitionsOf(input.topics);
     const missing = new Set<string>();
-    for (const t of partitions) for (const p of t.partitions) if (!exists(t.topic, p)) missing.add(`${t.topic}\u0000${p}`);
+    // A verifyOnly request may name a group's offsets partition (another broker's group coordinator
+    // verifying a TxnOffsetCommit: `__consumer_offsets`, partition = the group's slot).
+    const groupSlot = (topic: string, p: number) => input.verifyOnly && topic === GROUP_OFFSETS_TOPIC && Number.isInteger(p) && p >= 0 && p < SLOT_COUNT;
+    for (const t of partitions) for (const p of t.partitions) if (!exists(t.topic, p) && !groupSlot(t.topic, p)) missing.add(`${t.topic}\u0000${p}`);
     if (missing.size > 0) {
       // Any partition that does not exist fails the whole transaction's request; the others were not tried.
       return {

@@ -18,7 +18,11 @@
  *   FENCED_INSTANCE_ID) and the generation current (ILLEGAL_GENERATION); a generation for an unknown group
  *   is ILLEGAL_GENERATION; unlike OffsetCommit, a rebalance in progress does not refuse the commit;
  * - per partition: metadata over offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE.
- * The staging runs under the transaction's lock, so it cannot land after EndTxn's offset hook ran.
+ * The staging runs under the transaction's lock, so it cannot land after EndTxn's offset hook ran. In
+ * cluster mode, when the transaction's coordinator is another broker, the check is asked of it (a
+ * verifyOnly AddPartitionsToTxn for the group's offsets partition, as Apache's group coordinators verify;
+ * COORDINATOR_NOT_AVAILABLE when it cannot answer) and the offsets are staged here; a completion the
+ * coordinator queued meanwhile is applied before the staging (broker/group-coordinator.ts).
  *
  * By version: v1 is v0 (throttling), v2 may answer COORDINATOR_LOAD_IN_PROGRESS, v3 adds the generation,
  * member id and group instance id (KIP-447) and is flexible, v4 answers TRANSACTION_ABORTABLE.
@@ -32,7 +36,20 @@ import type { TxnOffsetCommitRequest } from "../protocol/generated/txn-offset-co
 import type { TxnOffsetCommitResponseInit } from "../protocol/generated/txn-offset-commit-response.ts";
 import type { StagedOffsetInput } from "./group-coordinator.ts";
 import type { Handler } from "./handler.ts";
+import type { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
+import { slotOf } from "../cluster/ownership.ts";
 import type { BrokerServices } from "./services.ts";
+
+async function verifiedRemotely(
+  remote: RemoteTxnVerifier,
+  ref: { transactionalId: string; producerId: number; producerEpoch: number },
+  groupId: string,
+  stage: () => Promise<number[]>,
+): Promise<{ errorCode: number; value?: number[] }> {
+  const errorCode = await remote.verifyGroup(ref, groupId);
+  if (errorCode !== ErrorCode.NONE) return { errorCode };
+  return { errorCode, value: await stage() };
+}
 
 export function txnOffsetCommitHandler(services: BrokerServices): Handler<TxnOffsetCommitRequest, TxnOffsetCommitResponseInit> {
   const { topics, groups, txn } = services;
@@ -75,7 +92,7 @@ export function txnOffsetCommitHandler(services: BrokerServices): Handler<TxnOff
         else if (!groups.isCoordinatorFor(request.groupId)) setAll(ErrorCode.NOT_COORDINATOR);
         else {
           const ref = { transactionalId: request.transactionalId, producerId: request.producerId, producerEpoch: request.producerEpoch };
-          const verified = await txn.withVerifiedGroup(ref, request.groupId, async (): Promise<number[]> => {
+          const stage = async (): Promise<number[]> => {
             const groupError = groups.validateTransactionalOffsetCommit({
               groupId: request.groupId,
               memberId: version >= 3 ? request.memberId : "",
@@ -91,7 +108,12 @@ export function txnOffsetCommitHandler(services: BrokerServices): Handler<TxnOff
               // Apache answers a failed write to its coordinator log (KAFKA_STORAGE_ERROR) with NOT_COORDINATOR.
               return valid.map(() => ErrorCode.NOT_COORDINATOR);
             }
-          });
+          };
+          // Cluster mode: the transaction's coordinator may be another broker; it is asked, then the
+          // offsets are staged here. Otherwise the local coordinator verifies under the transaction's lock.
+          const remote = services.remoteTxnVerifier;
+          const coordinatedElsewhere = remote !== undefined && request.transactionalId.length > 0 && services.ownership.slotOwner("txn", slotOf(request.transactionalId)) !== services.ownership.selfId;
+          const verified = coordinatedElsewhere ? await verifiedRemotely(remote, ref, request.groupId, stage) : await txn.withVerifiedGroup(ref, request.groupId, stage);
           if (verified.errorCode !== ErrorCode.NONE) setAll(verified.errorCode);
           else verified.value!.forEach((code, i) => {
             const [ti, pi] = positions[i]!;

@@ -39,6 +39,12 @@ export const ADD_PARTITIONS_TO_TXN_KEY = 24;
 /** The first version with verifyOnly (KIP-890). */
 export const VERIFY_ONLY_VERSION = 4;
 export const REMOTE_VERIFIER_PRODUCERS_MAX_DEFAULT = 100_000;
+/**
+ * The topic name a verifyOnly AddPartitionsToTxn uses for a group's offsets, with the group's slot as the
+ * partition: Apache's name for the topic whose partitions its group coordinators verify (bunka has no such
+ * topic; only brokers send this).
+ */
+export const GROUP_OFFSETS_TOPIC = "__consumer_offsets";
 
 /** What the remote coordinator said about one partition; "unverified" when it could not say. */
 export type RemoteVerdict = TxnBatchVerdict | "unverified";
@@ -197,6 +203,41 @@ export class RemoteTxnVerifier {
     if (cached !== undefined && cached.epoch < epoch) this.positive.delete(producerId);
     const refused = this.negative.get(producerId);
     if (refused !== undefined && refused.epoch < epoch) this.negative.delete(producerId);
+  }
+
+  /**
+   * TxnOffsetCommit's check when the transaction's coordinator is another broker: asks it, with a
+   * verifyOnly AddPartitionsToTxn for the group's offsets partition (`__consumer_offsets` and the group's
+   * slot, as Apache's group coordinators verify with KIP-890), whether the producer's ongoing transaction at
+   * this epoch added a group of that slot with AddOffsetsToTxn. Answers the coordinator's error code (NONE
+   * when it may stage), or COORDINATOR_NOT_AVAILABLE (retriable: the client finds the coordinator again and
+   * retries) when the coordinator is not known or does not answer. Nothing is cached: a TxnOffsetCommit is
+   * one request per transaction and group.
+   */
+  async verifyGroup(ref: { transactionalId: string; producerId: number; producerEpoch: number }, groupId: string): Promise<number> {
+    const { ownership } = this.deps;
+    const owner = ownership.slotOwner("txn", slotOf(ref.transactionalId));
+    if (owner < 0) return ErrorCode.COORDINATOR_NOT_AVAILABLE;
+    const request: AddPartitionsToTxnRequestInit = {
+      transactions: [
+        { ...ref, verifyOnly: true, topics: [{ name: GROUP_OFFSETS_TOPIC, partitions: [slotOf(groupId)] }] },
+      ],
+    };
+    let response: AddPartitionsToTxnResponse;
+    try {
+      response = await this.deps.peers.request<AddPartitionsToTxnResponse>(owner, ADD_PARTITIONS_TO_TXN_KEY, VERIFY_ONLY_VERSION, request);
+    } catch (error) {
+      if (!(error instanceof PeerRequestError)) throw error;
+      this.deps.log.debug("a transactional offset commit could not be verified with its coordinator", { transactionalId: ref.transactionalId, coordinator: owner, error: error.message });
+      return ErrorCode.COORDINATOR_NOT_AVAILABLE;
+    }
+    if (response.errorCode !== ErrorCode.NONE) return ErrorCode.COORDINATOR_NOT_AVAILABLE;
+    const result = response.resultsByTransaction.find((t) => t.transactionalId === ref.transactionalId);
+    const code = result?.topicResults.find((t) => t.name === GROUP_OFFSETS_TOPIC)?.resultsByPartition[0]?.partitionErrorCode;
+    if (code === undefined) return ErrorCode.COORDINATOR_NOT_AVAILABLE;
+    // A coordinator that moved meanwhile: the client looks it up again.
+    if (code === ErrorCode.NOT_COORDINATOR || code === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) return ErrorCode.COORDINATOR_NOT_AVAILABLE;
+    return code;
   }
 
   /** Producers with cached positive answers (tests, introspection). */

@@ -65,6 +65,7 @@
 import { SLOT_COUNT, slotOf, type Ownership } from "../cluster/ownership.ts";
 import { markerDisposition, type MarkerSpec, type MarkerWriteResult } from "../cluster/marker-queue-watcher.ts";
 import type { Waker } from "../cluster/waker.ts";
+import { GROUP_OFFSETS_TOPIC } from "./remote-txn-verifier.ts";
 import {
   DEFAULT_COORDINATOR_EPOCH,
   NO_EFFECTS,
@@ -559,7 +560,21 @@ export class TxnCoordinator {
     if (request.transactionalId.length === 0) return all(ErrorCode.INVALID_REQUEST);
     const gated = this.gate(request.transactionalId);
     if (gated !== undefined) return all(gated);
-    return verifyPartitions(await this.deps.store.get(request.transactionalId), request);
+    const entry = await this.deps.store.get(request.transactionalId);
+    // A group coordinator on another broker verifying a TxnOffsetCommit asks for the group's offsets
+    // partition (`__consumer_offsets`, partition = the group's slot): answered from the groups the
+    // transaction added with AddOffsetsToTxn, as verifyGroup answers it locally.
+    const groupSlots = request.partitions.filter((t) => t.topic === GROUP_OFFSETS_TOPIC);
+    const data = request.partitions.filter((t) => t.topic !== GROUP_OFFSETS_TOPIC);
+    const verified = data.length === 0 ? [] : verifyPartitions(entry, { ...request, partitions: data });
+    for (const t of groupSlots) {
+      for (const slot of t.partitions) {
+        const groups = entry?.groups.filter((g) => slotOf(g) === slot) ?? [];
+        const codes = groups.length === 0 ? [verifyGroup(entry, request, "")] : groups.map((g) => verifyGroup(entry, request, g));
+        verified.push({ topic: GROUP_OFFSETS_TOPIC, partition: slot, errorCode: codes.includes(ErrorCode.NONE) ? ErrorCode.NONE : codes[0]! });
+      }
+    }
+    return verified;
   }
 
   /** AddOffsetsToTxn. */

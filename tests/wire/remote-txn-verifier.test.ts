@@ -189,6 +189,55 @@ describe("transactional batches verified with a remote coordinator", () => {
     expect(await produceOnB(produceRequest(p, 1, "verified"))).toMatchObject({ errorCode: ErrorCode.NONE });
   });
 
+  test("TxnOffsetCommit on B, the group's coordinator, verified with A: not added, added, fenced, unreachable", async () => {
+    const group = "remote-group";
+    b.broker.services.remoteTxnVerifier = verifier;
+    try {
+      const p = await initProducer();
+      await addPartitions(p, [0]);
+      const commitOnB = async (ref: { producerId: number; producerEpoch: number }) => {
+        const res = await toB.request(28, 3, {
+          transactionalId: TXN_ID,
+          groupId: group,
+          producerId: ref.producerId,
+          producerEpoch: ref.producerEpoch,
+          generationId: -1,
+          memberId: "",
+          groupInstanceId: null,
+          topics: [{ name: "orders", partitions: [{ partitionIndex: 0, committedOffset: 5, committedLeaderEpoch: -1, committedMetadata: null }] }],
+        });
+        return res.topics[0].partitions[0].errorCode as number;
+      };
+      // Not added with AddOffsetsToTxn yet: A says so (INVALID_TXN_STATE before v4), nothing staged on B.
+      expect(await commitOnB(p)).toBe(ErrorCode.INVALID_TXN_STATE);
+      const added = await toA.request(25, 3, { transactionalId: TXN_ID, producerId: p.producerId, producerEpoch: p.producerEpoch, groupId: group });
+      expect(added.errorCode).toBe(ErrorCode.NONE);
+      expect(await commitOnB(p)).toBe(ErrorCode.NONE);
+      // Staged on B, unstable until the transaction ends.
+      const fetched = await toB.request(9, 8, { groups: [{ groupId: group, memberId: null, memberEpoch: -1, topics: [{ name: "orders", partitionIndexes: [0] }] }], requireStable: true });
+      expect(fetched.groups[0].topics[0].partitions[0].errorCode).toBe(ErrorCode.UNSTABLE_OFFSET_COMMIT);
+      // Another epoch of the producer id: INVALID_PRODUCER_EPOCH (TxnOffsetCommit never answers PRODUCER_FENCED).
+      expect(await commitOnB({ producerId: p.producerId, producerEpoch: p.producerEpoch - 1 })).toBe(ErrorCode.INVALID_PRODUCER_EPOCH);
+      // A unreachable: retriable, the client finds the coordinator again.
+      const closed = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+      const closedPort = closed.port;
+      closed.stop(true);
+      peers.close();
+      peers = new PeerClients({ resolve: (id) => (id === 0 ? { host: "127.0.0.1", port: coordinatorPort() } : undefined), clientId: "bunka-broker-1", log: silentLogger, requestTimeoutMs: 2_000 });
+      coordinatorPort = () => closedPort;
+      expect(await commitOnB(p)).toBe(ErrorCode.COORDINATOR_NOT_AVAILABLE);
+      coordinatorPort = () => a.port;
+      // The verification answered for the group's slot on A itself as well (the form B sends).
+      const direct = await toA.request(24, 4, {
+        transactions: [{ transactionalId: TXN_ID, producerId: p.producerId, producerEpoch: p.producerEpoch, verifyOnly: true, topics: [{ name: "__consumer_offsets", partitions: [slotOf(group), (slotOf(group) + 1) % 50] }] }],
+      });
+      const codes = direct.resultsByTransaction[0].topicResults[0].resultsByPartition.map((r: { partitionErrorCode: number }) => r.partitionErrorCode);
+      expect(codes).toEqual([ErrorCode.NONE, ErrorCode.TRANSACTION_ABORTABLE]);
+    } finally {
+      delete b.broker.services.remoteTxnVerifier;
+    }
+  });
+
   test("the peer client: a request times out and closes the connection, the next one reconnects", async () => {
     // A listener that accepts and never answers.
     const silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
