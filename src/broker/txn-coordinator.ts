@@ -55,9 +55,11 @@
  * protocol (broker/remote-txn-verifier.ts), which `verifyPartitions` answers. In cluster mode the `waker`
  * tells the leader a marker was queued for, and every broker when a fence was published, at once.
  *
- * Not done here: TxnOffsetCommit verified for a group coordinator on another broker (`withVerifiedGroup`
- * needs this id's slot loaded here), fencing a former slot owner's late journal appends
- * (its files are the new owner's too), waiting for a peer to apply queued markers before Complete*
+ * A group coordinator on another broker verifies a TxnOffsetCommit with `verifyPartitions` (the group's
+ * `__consumer_offsets` slot); `withVerifiedGroup` is the local form. A former slot owner's late journal
+ * writes go to files of its own epoch (storage/slot-files.ts), never read again.
+ *
+ * Not done here: waiting for a peer to apply queued markers before Complete*
  * (Apache's coordinator completes only once every leader has acknowledged its markers; here the producer's
  * next transaction could reach a peer's partition before the previous one's marker), and transaction
  * version 2 (EndTxn v5).
