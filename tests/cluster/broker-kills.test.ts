@@ -8,6 +8,14 @@
  * record is present exactly once, in send order per partition, at the offset its report named (librdkafka),
  * and neither client met a sequence or producer-id error.
  *
+ * Then Apache's EOS copier (tests/interop/java/EosCopier.java: a read_committed consumer in a group with static
+ * membership and a transactional producer committing the consumed offsets, 50 records per transaction)
+ * copies a numbered input topic to an output topic while brokers are SIGKILLed the same way: coordinators of
+ * its group and transactional id move with their slots, partitions with their leaders. When the group's
+ * committed offsets (OffsetFetch require_stable, from the group's coordinator) reach the input's end, the
+ * output read read_committed (the Java consumer) holds every input record exactly once, transformed, in
+ * input order per partition, and nothing else. A copier that exits on its own (fatal error) is a failure.
+ *
  *   CLUSTER_KILLS=20 bun test --timeout 900000 tests/cluster/broker-kills.test.ts      (more kills; default 6)
  *   CLUSTER_SEED=1234 ...                                                                (another seed; "random")
  */
@@ -15,7 +23,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { runKafkaTool } from "../support/apache-kafka.ts";
 import { BunkaCluster } from "../support/bunka-cluster.ts";
-import { readIdempotentReport, sequenceProblems, startIdempotentProducer } from "../support/cluster-clients.ts";
+import { compileJavaPrograms, JavaChild, ok, readIdempotentReport, runJava, sequenceProblems, startIdempotentProducer } from "../support/cluster-clients.ts";
+import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { envSeed } from "../support/fuzz-support.ts";
 import { ensureInteropClients } from "../support/interop-clients.ts";
 import { killLiveChildren } from "../support/line-child.ts";
@@ -36,7 +45,7 @@ const SEQUENCE_TROUBLE = /OutOfOrderSequence|OUT_OF_ORDER_SEQUENCE|UnknownProduc
 let cluster: BunkaCluster;
 
 beforeAll(async () => {
-  await ensureInteropClients();
+  await Promise.all([ensureInteropClients(), compileJavaPrograms(["EosCopier", "ReadCommittedCheck"])]);
   cluster = await BunkaCluster.start({ brokers: 3, sessionTimeoutMs: 3000 });
 }, 180_000);
 
@@ -127,3 +136,91 @@ test(`Java and librdkafka idempotent producers while a random broker is SIGKILLe
     );
   });
 }, 600_000);
+
+const EOS_RECORDS = 3000;
+const EOS_KILLS = Number(process.env.CLUSTER_EOS_KILLS ?? 3);
+
+/** The group's stable committed offsets of `topic` from its coordinator, or null while unstable or unanswered. */
+async function committedOffsets(group: string, topic: string, partitions: number): Promise<number[] | null> {
+  for (const id of cluster.liveIds()) {
+    try {
+      const found = await cluster.withClient(id, (c) => c.request(10, 4, { keyType: 0, coordinatorKeys: [group] }));
+      const coordinator = found.coordinators[0];
+      if (coordinator.errorCode !== ErrorCode.NONE || !cluster.liveIds().includes(coordinator.nodeId)) return null;
+      const res = await cluster.withClient(coordinator.nodeId, (c) =>
+        c.request(9, 8, { groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: Array.from({ length: partitions }, (_, p) => p) }] }], requireStable: true }),
+      );
+      const g = res.groups[0];
+      if (g.errorCode !== ErrorCode.NONE) return null;
+      const out: number[] = [];
+      for (const p of g.topics[0].partitions) {
+        if (p.errorCode !== ErrorCode.NONE) return null;
+        out[p.partitionIndex] = Number(p.committedOffset);
+      }
+      return out;
+    } catch {
+      /* a broker going away: ask another */
+    }
+  }
+  return null;
+}
+
+test(`Apache's EOS copier while a random broker is SIGKILLed (${EOS_KILLS} kills at least): the output read_committed holds every input record once, in order; the group committed the input's end (seed ${SEED})`, async () => {
+  await cluster.withLogs(async () => {
+    const rng = seededRandom(SEED ^ 0xe05);
+    const input = "eos-in";
+    const output = "eos-out";
+    const partitions = 3;
+    for (const t of [input, output]) await cluster.createTopic(t, partitions);
+    await cluster.waitForBalanced([input, output]);
+    const pyOut = join(cluster.dir, "eos-input-report.json");
+    const feeder = startIdempotentProducer(cluster.bootstrap, input, EOS_RECORDS, 5000, pyOut);
+    expect(await feeder.exitWithin(120_000), feeder.output()).toBe(0);
+    const inputRecords = new Map<number, { key: string; value: string }[]>();
+    for (let p = 0; p < partitions; p++) {
+      const contents = await cluster.readPartition(input, p);
+      inputRecords.set(p, contents.records.map((r) => ({ key: utf8(r.key)!, value: utf8(r.value)! })));
+    }
+    const inputEnds = [...inputRecords.values()].map((r) => r.length);
+    expect(inputEnds.reduce((a, b) => a + b, 0)).toBe(EOS_RECORDS);
+
+    const copier = new JavaChild("EosCopier", [cluster.bootstrap, input, output, "eos-group", "eos-txn", "eos-instance", "50", "0", "-"]);
+    await copier.waitFor(/^COMMIT /m, 120_000);
+    let kills = 0;
+    const deadline = Date.now() + 240_000;
+    for (;;) {
+      if (copier.done) throw new Error(`the copier exited on its own\n${copier.output()}`);
+      const committed = await committedOffsets("eos-group", input, partitions);
+      if (committed !== null && committed.join() === inputEnds.join() && kills >= EOS_KILLS) break;
+      if (Date.now() > deadline) throw new Error(`the copier did not finish: committed ${committed}, input ends ${inputEnds}, ${kills} kills\n${copier.output()}`);
+      if (kills < EOS_KILLS) {
+        await new Promise((resolve) => setTimeout(resolve, rng.int(KILL_GAP_MS.min, KILL_GAP_MS.max)));
+        const victim = rng.pick(cluster.liveIds());
+        await cluster.kill(victim, "SIGKILL");
+        kills++;
+        await cluster.restart(victim);
+        await cluster.waitForBalanced([input, output], { timeoutMs: 45_000 });
+      } else await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await copier.kill();
+
+    const read = ok(await runJava("ReadCommittedCheck", [cluster.bootstrap, output, "read_committed", "60000", String(EOS_RECORDS)]), "ReadCommittedCheck");
+    const got = new Map<number, { key: string; value: string }[]>(Array.from({ length: partitions }, (_, p) => [p, []]));
+    for (const line of read.stdout.split("\n")) {
+      const f = line.split(" ");
+      if (f[0] === "R") got.get(Number(f[1]))!.push({ key: f[3]!, value: f[4]! });
+    }
+    for (let p = 0; p < partitions; p++) {
+      const expected = inputRecords.get(p)!.map((r) => ({ key: r.key, value: r.value.toUpperCase() }));
+      const actual = got.get(p)!;
+      const firstDifference = expected.findIndex((e, i) => actual[i]?.key !== e.key || actual[i]?.value !== e.value);
+      expect({ partition: p, records: actual.length, firstDifference, at: firstDifference >= 0 ? actual[firstDifference] : null }).toEqual({
+        partition: p,
+        records: expected.length,
+        firstDifference: -1,
+        at: null,
+      });
+    }
+    console.log(`broker-kills EOS copier: ${kills} kills, ${EOS_RECORDS} records copied exactly once`);
+  });
+}, 400_000);
