@@ -5,6 +5,10 @@
  *   bun scripts/jepsen.ts [--duration-s 300] [--clients 3] [--topics 2] [--partitions 3] [--keys 3]
  *                         [--faults broker-kill,broker-pause,client-crash] [--fault-interval-s 5-12]
  *                         [--pause-s 2-8] [--seed N] [--keep] [--shared-writes]
+ *                         [--brokers 3] [--session-timeout-ms 3000]
+ *
+ * --brokers N (N > 1): against a cluster of N brokers on one data directory with an etcd (broker-kill and
+ * broker-pause then hit a random broker; make --pause-s longer than the lease to have a survivor take over).
  *
  * --shared-writes: every client writes every partition (see docs/checker.md: G0/G1c cycles are then expected
  * from Kafka's design, the other anomaly kinds are not).
@@ -41,13 +45,15 @@ const pauseMs = range("pause-s", "2-8");
 const seed = Number(flag("seed", String((Math.random() * 2 ** 31) >>> 0)));
 const keep = process.argv.includes("--keep");
 const sharedWrites = process.argv.includes("--shared-writes");
+const brokers = Number(flag("brokers", "1"));
+const sessionTimeoutMs = Number(flag("session-timeout-ms", "3000"));
 
 const workDir = mkdtempSync(join(tmpdir(), "bunka-jepsen-"));
 const binary = await privateBinaryCopy(workDir);
 const topics = Array.from({ length: topicCount }, (_, i) => `jepsen-${i}`);
 const started = new Date();
 console.log(
-  `jepsen: ${durationS} s, ${clients} clients, ${topicCount} topics x ${partitions} partitions, ${keysPerPartition} keys per partition, faults ${faults.join(",") || "none"} every ${faultIntervalMs.min / 1000}-${faultIntervalMs.max / 1000} s (pauses ${pauseMs.min / 1000}-${pauseMs.max / 1000} s), seed ${seed}${sharedWrites ? ", shared writes" : ""}`,
+  `jepsen: ${durationS} s, ${clients} clients, ${topicCount} topics x ${partitions} partitions, ${keysPerPartition} keys per partition, faults ${faults.join(",") || "none"} every ${faultIntervalMs.min / 1000}-${faultIntervalMs.max / 1000} s (pauses ${pauseMs.min / 1000}-${pauseMs.max / 1000} s), seed ${seed}${sharedWrites ? ", shared writes" : ""}${brokers > 1 ? `, ${brokers} brokers (lease ${sessionTimeoutMs} ms)` : ""}`,
 );
 const run = await runJepsen({
   binary,
@@ -62,6 +68,8 @@ const run = await runJepsen({
   faultIntervalMs,
   pauseMs,
   sharedWrites,
+  brokers,
+  sessionTimeoutMs,
   log: (line) => console.log(`  ${line}`),
 });
 const s = run.result.stats;
@@ -74,7 +82,7 @@ const figures = [
   `dependencies: ${s.wwEdges} ww edges, ${s.wrEdges} wr edges`,
   `faults: ${Object.entries(run.faults)
     .map(([k, n]) => `${k} ${n}`)
-    .join(", ")} (client crashes inside a transaction: ${run.clientCrashesMidTxn}; broker restarts took ${run.brokerRestartMs.map((ms) => `${ms} ms`).join(", ") || "-"})`,
+    .join(", ")} (client crashes inside a transaction: ${run.clientCrashesMidTxn}; broker restarts took ${run.brokerRestartMs.map((ms) => `${ms} ms`).join(", ") || "-"}${brokers > 1 ? `; brokers hit: ${run.brokerVictims.join(",") || "-"}` : ""})`,
   `anomalies: ${ANOMALY_KINDS.map((k) => `${k} ${run.result.counts[k]}`).join(", ")}`,
 ];
 console.log(figures.join("\n"));

@@ -13,6 +13,12 @@
  * - client-crash: SIGKILL of a client process while it is inside a transaction (its last line is an invoke),
  *   then a new process on the same transactional id, whose initTransactions fences the old one. The killed
  *   process's unfinished transaction is written to the history as "info".
+ * With `brokers: N` (N > 1) the run is against a cluster (tests/support/bunka-cluster.ts: one etcd, N brokers on
+ * one shared data directory, fixed ports per broker id, the clients bootstrapped from all of them): broker-kill
+ * SIGKILLs a random live broker and starts it again (it waits for its former lease to expire, then takes its
+ * share back), broker-pause freezes a random broker (pauses longer than the lease, `sessionTimeoutMs`, let a
+ * survivor take its partitions and slots over while it is stopped). The run waits for the cluster to be
+ * balanced before the clients start; a failure adds every broker's log tail to the error.
  * The schedule is time-based on purpose (faults land wherever the workload is); waits for a state are
  * conditions (a client's last line, a process's exit).
  */
@@ -20,6 +26,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LOG4J_CONFIG, REPO_ROOT, ensureKafkaLibs, javaBin } from "../apache-kafka.ts";
 import { BunkaProcess } from "../binary.ts";
+import { BunkaCluster } from "../bunka-cluster.ts";
 import { LineChild } from "../line-child.ts";
 import { seededRandom } from "../random.ts";
 import { type CheckResult, checkHistory } from "./checker.ts";
@@ -52,6 +59,10 @@ export interface JepsenOptions {
   pauseMs: { min: number; max: number };
   /** Extra `serve` flags for the broker. */
   brokerArgs?: string[];
+  /** Brokers: 1 (default) runs one broker without etcd; more run a cluster (see above). */
+  brokers?: number;
+  /** broker.session.timeout.ms of a cluster's brokers (whole seconds). Default 3000. */
+  sessionTimeoutMs?: number;
   log?: (line: string) => void;
 }
 
@@ -66,6 +77,85 @@ export interface JepsenRun {
   clientCrashesMidTxn: number;
   /** Broker restarts that took longer than a few seconds (recovery), for the figures. */
   brokerRestartMs: number[];
+  /** Which broker each broker fault hit (always 1 with a single broker), in order. */
+  brokerVictims: number[];
+}
+
+/**
+ * The brokers of a run behind one interface: one process (single-broker mode, no etcd) or a cluster. Broker ids
+ * are 1 for the single broker.
+ */
+interface Brokers {
+  bootstrap: string;
+  pick(rng: ReturnType<typeof seededRandom>): number;
+  /** SIGKILL, then start again; the milliseconds the start took. */
+  killAndRestart(id: number): Promise<number>;
+  pause(id: number): void;
+  resume(id: number): void;
+  /** Once the clients may start (a cluster: every partition of the topics led by a live broker). */
+  ready(topics: string[]): Promise<void>;
+  /** For a failure's message. */
+  logTails(): string;
+  close(): Promise<void>;
+}
+
+async function singleBroker(opts: JepsenOptions): Promise<Brokers> {
+  const brokerOptions = (port = 0) => ({
+    binary: opts.binary,
+    dataDir: join(opts.workDir, "data"),
+    logFile: join(opts.workDir, "bunka.stderr.log"),
+    port,
+    args: opts.brokerArgs ?? [],
+  });
+  let broker = await BunkaProcess.start(brokerOptions());
+  return {
+    bootstrap: broker.bootstrap,
+    pick: () => 1,
+    async killAndRestart() {
+      await broker.kill("SIGKILL");
+      const t0 = Date.now();
+      broker = await BunkaProcess.start(brokerOptions(broker.port));
+      return Date.now() - t0;
+    },
+    pause: () => process.kill(broker.pid, "SIGSTOP"),
+    resume: () => process.kill(broker.pid, "SIGCONT"),
+    ready: async () => {},
+    // The single-broker test adds the log itself (withBrokerLog).
+    logTails: () => "",
+    async close() {
+      try {
+        process.kill(broker.pid, "SIGCONT");
+      } catch {
+        /* gone */
+      }
+      await broker.kill("SIGKILL");
+    },
+  };
+}
+
+async function clusterBrokers(opts: JepsenOptions): Promise<Brokers> {
+  const cluster = await BunkaCluster.start({
+    brokers: opts.brokers!,
+    sessionTimeoutMs: opts.sessionTimeoutMs ?? 3000,
+    extraArgs: opts.brokerArgs ?? [],
+    dir: opts.workDir,
+    binary: opts.binary,
+  });
+  return {
+    bootstrap: cluster.bootstrap,
+    pick: (rng) => rng.pick(cluster.liveIds()),
+    async killAndRestart(id) {
+      await cluster.kill(id, "SIGKILL");
+      const t0 = Date.now();
+      await cluster.restart(id);
+      return Date.now() - t0;
+    },
+    pause: (id) => cluster.pause(id),
+    resume: (id) => cluster.resume(id),
+    ready: async (topics) => void (await cluster.waitForBalanced(topics)),
+    logTails: () => cluster.logTails(),
+    close: () => cluster.close(),
+  };
 }
 
 const CLASSES = join(REPO_ROOT, ".cache", "java-classes", "jepsen");
@@ -141,16 +231,9 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
   const libs = await compileJepsenWorkload();
   const rng = seededRandom(opts.seed);
   mkdirSync(opts.workDir, { recursive: true });
-  const brokerOptions = (port = 0) => ({
-    binary: opts.binary,
-    dataDir: join(opts.workDir, "data"),
-    logFile: join(opts.workDir, "bunka.stderr.log"),
-    port,
-    args: opts.brokerArgs ?? [],
-  });
-  let broker = await BunkaProcess.start(brokerOptions());
-  const bootstrap = broker.bootstrap;
-  log(`broker on ${bootstrap}`);
+  const brokers = (opts.brokers ?? 1) > 1 ? await clusterBrokers(opts) : await singleBroker(opts);
+  const bootstrap = brokers.bootstrap;
+  log(`${(opts.brokers ?? 1) > 1 ? `${opts.brokers} brokers` : "broker"} on ${bootstrap}`);
   const harnessEvents: HistoryEvent[] = [];
   const nemesis = (f: NemesisEvent["f"], processId?: number) => {
     const e: NemesisEvent = processId === undefined ? { type: "nemesis", f, time: Date.now() } : { type: "nemesis", f, time: Date.now(), process: processId };
@@ -162,6 +245,7 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
   try {
     const create = new WorkloadChild(libs, ["create", bootstrap, ...opts.topics.map((t) => `${t}:${opts.partitions}`)]);
     if ((await create.exitWithin(60_000)) !== 0) throw new Error(`creating the topics failed\n${create.output()}`);
+    await brokers.ready(opts.topics);
 
     let nextProcess = 1;
     const spawn = (lineage: number): Client => {
@@ -180,6 +264,7 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
     const faults: Record<FaultKind, number> = { "broker-kill": 0, "broker-pause": 0, "client-crash": 0 };
     let clientCrashesMidTxn = 0;
     const brokerRestartMs: number[] = [];
+    const brokerVictims: number[] = [];
     const endAtMs = startedMs + opts.durationMs;
     let turn = rng.int(0, Math.max(0, opts.faults.length - 1));
     while (opts.faults.length > 0) {
@@ -189,19 +274,20 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
       const kind = opts.faults[turn++ % opts.faults.length]!;
       for (const c of running.values()) if (c.child.done) throw new Error(`client process ${c.process} exited on its own\n${c.child.output()}`);
       if (kind === "broker-kill") {
+        const victim = brokers.pick(rng);
+        brokerVictims.push(victim);
         nemesis("broker-kill");
-        await broker.kill("SIGKILL");
-        const t0 = Date.now();
-        broker = await BunkaProcess.start(brokerOptions(broker.port));
-        brokerRestartMs.push(Date.now() - t0);
+        brokerRestartMs.push(await brokers.killAndRestart(victim));
         nemesis("broker-restart");
       } else if (kind === "broker-pause") {
+        const victim = brokers.pick(rng);
+        brokerVictims.push(victim);
         nemesis("broker-pause");
-        process.kill(broker.pid, "SIGSTOP");
+        brokers.pause(victim);
         try {
           await delay(rng.int(opts.pauseMs.min, opts.pauseMs.max));
         } finally {
-          process.kill(broker.pid, "SIGCONT");
+          brokers.resume(victim);
         }
         nemesis("broker-resume");
       } else {
@@ -261,14 +347,13 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
     const historyFile = join(opts.workDir, "history.jsonl");
     writeFileSync(historyFile, formatHistory(history));
     const result = checkHistory(history);
-    return { history, historyFile, result, wallMs: Date.now() - startedMs, faults, clientCrashesMidTxn, brokerRestartMs };
+    return { history, historyFile, result, wallMs: Date.now() - startedMs, faults, clientCrashesMidTxn, brokerRestartMs, brokerVictims };
+  } catch (error) {
+    const tails = brokers.logTails();
+    if (tails !== "" && error instanceof Error) error.message += `\n${tails}`;
+    throw error;
   } finally {
     for (const c of clients) if (!c.child.done) c.child.proc.kill("SIGKILL");
-    try {
-      process.kill(broker.pid, "SIGCONT");
-    } catch {
-      /* gone */
-    }
-    await broker.kill("SIGKILL");
+    await brokers.close();
   }
 }
