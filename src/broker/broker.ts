@@ -70,7 +70,7 @@ import { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
 import { noopWaker, type Waker } from "../cluster/waker.ts";
 import { PeerClients } from "../cluster/peer-client.ts";
 import { OffsetCompletionQueue } from "../storage/offset-queue.ts";
-import { TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
+import { QUEUED_MARKERS_WAIT_MS_DEFAULT, TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
 
 export interface BrokerDeps {
   config: BrokerConfig;
@@ -221,7 +221,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     waker,
     clock,
     log,
-    options: { transactionMaxTimeoutMs: config.transactionMaxTimeoutMs, ...(clusterMode ? { loadAllSlotsAtStart: false } : {}), ...deps.txn },
+    options: {
+      transactionMaxTimeoutMs: config.transactionMaxTimeoutMs,
+      ...(clusterMode ? { loadAllSlotsAtStart: false, queuedMarkersWaitMs: QUEUED_MARKERS_WAIT_MS_DEFAULT } : {}),
+      ...deps.txn,
+    },
     ...(deps.txnObserver === undefined ? {} : { observer: deps.txnObserver }),
   });
   await txn.start();

@@ -113,7 +113,7 @@ import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
-import type { QueuedMarkers } from "../storage/marker-queue.ts";
+import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
 import type { AllocateResult } from "../storage/producer-id-store.ts";
 import type { TxnStateStore } from "../storage/txn-state-store.ts";
 
@@ -173,6 +173,11 @@ export interface TxnCoordinatorOptions {
    */
   completionHoldMaxMs?: number;
   /**
+   * Cluster mode: Complete* waits until the peers have applied this decision's queued markers (see
+   * `queuedMarkersApplied`), for at most this long per attempt; undefined: complete once they are queued.
+   */
+  queuedMarkersWaitMs?: number;
+  /**
    * Test hook, never set in production: called once an EndTxn decision (Prepare*) is durable and before it
    * is answered or any of its effects run. main.ts sets it from BUNKA_TEST_CRASH_AFTER_PREPARE=1 to SIGKILL
    * the process there, so a crash test lands in that window deterministically.
@@ -217,7 +222,7 @@ export interface TxnCoordinatorDeps {
   partitions: TxnPartitionSide;
   offsets: TxnOffsetHook;
   fenceLog: { append(fence: { producerId: number; epoch: number; timestampMs: number }): Promise<void> };
-  markerQueue: { enqueue(brokerId: number, markers: QueuedMarkers): Promise<string> };
+  markerQueue: { enqueue(brokerId: number, markers: QueuedMarkers, viaBroker?: number): Promise<string> } & Partial<Pick<MarkerQueue, "filesOf" | "read" | "remove">>;
   clock: Clock;
   log: Logger;
   options: TxnCoordinatorOptions;
@@ -306,7 +311,7 @@ export class TxnCoordinator {
    * healthy partitions while one partition keeps failing). Memory only: after a restart every marker is
    * written again, which is harmless.
    */
-  private readonly markersDone = new Map<string, { key: string; partitions: Set<string> }>();
+  private readonly markersDone = new Map<string, { key: string; partitions: Set<string>; queued: boolean }>();
   /** Complete* writes applied in memory and not yet durable, by id (see `complete`). */
   private readonly completing = new Map<string, Promise<void>>();
   private recovery: Promise<void> | undefined;
@@ -1110,7 +1115,7 @@ export class TxnCoordinator {
     const peers = new Map<number, { topic: string; partition: number }[]>();
     const key = decisionKey(markers);
     let record = this.markersDone.get(id);
-    if (record === undefined || record.key !== key) this.markersDone.set(id, (record = { key, partitions: new Set() }));
+    if (record === undefined || record.key !== key) this.markersDone.set(id, (record = { key, partitions: new Set(), queued: false }));
     const finished = record.partitions;
     const tpKey = (tp: { topic: string; partition: number }) => `${tp.topic}\u0000${tp.partition}`;
     let done = true;
@@ -1162,8 +1167,60 @@ export class TxnCoordinator {
       });
       this.deps.waker?.wake({ kind: "broker", brokerId: broker });
       for (const tp of tps) finished.add(tpKey(tp));
+      record.queued = true;
     }
+    if (done && record.queued && this.deps.options.queuedMarkersWaitMs !== undefined) done = await this.queuedMarkersApplied(id, markers, this.deps.options.queuedMarkersWaitMs);
     return done;
+  }
+
+  /**
+   * Waits, for at most `waitMs`, until the peers have applied (and durably removed) every
+   * queued file of this decision; false when some are left (the entry stays Prepare* and is retried).
+   * Complete* must wait for it: with transaction version 1 the producer's next transaction keeps its id and
+   * epoch, and a batch of it reaching a partition before this decision's marker would be ended by that
+   * marker, inside the wrong transaction (Apache's coordinator completes only once every leader has
+   * acknowledged its markers, for the same reason). A file queued for a broker that is not live any more is
+   * handed on by this coordinator to the partitions' current leaders, since nobody else reads that queue.
+   */
+  private async queuedMarkersApplied(id: string, markers: MarkersEffect, waitMs: number): Promise<boolean> {
+    const { markerQueue, ownership, log } = this.deps;
+    if (markerQueue.filesOf === undefined) return true;
+    // The wait is counted in the pauses it made (5 ms, doubling to 200 ms), not read from a clock.
+    let waitedMs = 0;
+    let pauseMs = 5;
+    for (;;) {
+      const files = await markerQueue.filesOf(markers);
+      if (files.length === 0) return true;
+      const live = new Set(ownership.brokers().map((b) => b.brokerId));
+      for (const file of files) if (!live.has(file.brokerId)) await this.handOnOrphan(id, file, live);
+      if (this.closed || waitedMs >= waitMs) {
+        log.info("queued transaction markers are not applied yet; the transaction completes once they are", { transactionalId: id, files: files.length });
+        return false;
+      }
+      await new Promise<void>((resolve) => setTimeout(resolve, pauseMs));
+      waitedMs += pauseMs;
+      pauseMs = Math.min(pauseMs * 2, 200);
+    }
+  }
+
+  /** Re-queues a file left for a broker that is not live to each partition's current leader, then removes it. */
+  private async handOnOrphan(id: string, file: { brokerId: number; path: string }, live: ReadonlySet<number>): Promise<void> {
+    const { markerQueue, ownership, log } = this.deps;
+    if (markerQueue.read === undefined || markerQueue.remove === undefined) return;
+    const queued = await markerQueue.read(file.path);
+    if (queued === undefined) return;
+    const byLeader = new Map<number, { topic: string; partition: number }[]>();
+    for (const tp of eachPartition(queued.partitions)) {
+      const leader = ownership.partitionLeader(tp.topic, tp.partition);
+      if (leader < 0 || !live.has(leader)) return; // no live leader known yet: the next look tries again
+      byLeader.set(leader, [...(byLeader.get(leader) ?? []), tp]);
+    }
+    for (const [leader, tps] of byLeader) {
+      await markerQueue.enqueue(leader, { ...queued, partitions: toTopicPartitions(tps) }, file.brokerId);
+      this.deps.waker?.wake({ kind: "broker", brokerId: leader });
+    }
+    await markerQueue.remove(file.path);
+    log.info("handed on transaction markers queued for a broker that left", { transactionalId: id, from: file.brokerId, to: [...byLeader.keys()] });
   }
 
   private background(error: unknown): void {
@@ -1179,6 +1236,9 @@ export class TxnCoordinator {
     if (!this.closed) this.deps.log.warn("transaction coordinator background pass failed", { error: String(error) });
   }
 }
+
+/** Cluster mode: how long a completion waits for peers to apply its queued markers before it is left to the retries. */
+export const QUEUED_MARKERS_WAIT_MS_DEFAULT = 10_000;
 
 /**
  * TxnOffsetCommit's check of the transaction (Apache's handleVerifyPartitionsInTransaction for the group's

@@ -22,10 +22,10 @@
  * Version 1 files (before the decision time) are still read: their name has no decision time, and they
  * count as decided at time 0, before any version 2 file of the same producer epoch.
  */
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { TopicPartitions } from "../domain/txn/txn-state.ts";
 import type { Fs } from "../platform/fs.ts";
-import { cleanTmpFiles, ensureDir } from "./atomic-file.ts";
+import { cleanTmpFiles, ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const MARKER_QUEUE_FORMAT = "txn-markers";
@@ -112,14 +112,43 @@ export class MarkerQueue {
   }
 
   /**
-   * Removes a queued file once its markers are durable. Not fsynced: if a crash brings the name back, its
-   * markers are applied again, which is harmless (a repeated marker is either appended again at the same
-   * epoch, which readers skip, or refused as stale).
+   * Removes a queued file once its markers are durable, durably (the directory fsynced): the coordinator
+   * completes the transaction once no file of it is left (`filesOf`), and with transaction version 1 the
+   * producer's next transaction keeps its id and epoch, so a file a crash brought back would end that next
+   * transaction's batches on the partition.
    */
   async remove(path: string): Promise<void> {
-    await this.fs.unlink(path).catch((error: unknown) => {
-      if ((error as { code?: string }).code !== "ENOENT") throw error;
-    });
+    const removed = await this.fs.unlink(path).then(
+      () => true,
+      (error: unknown) => {
+        if ((error as { code?: string }).code !== "ENOENT") throw error;
+        return false;
+      },
+    );
+    if (removed) await fsyncDirOrDie(this.fs, dirname(path), `after removing ${path}`);
+  }
+
+  /**
+   * Every queued file of one decision, in any broker's queue (handed-on copies included), with the broker
+   * it is queued for: the coordinator waits until there is none before it completes the transaction.
+   */
+  async filesOf(markers: Pick<QueuedMarkers, "producerId" | "producerEpoch" | "decidedMs" | "result">): Promise<{ brokerId: number; path: string }[]> {
+    const root = markerQueueDir(this.dataDir);
+    if ((await this.fs.stat(root)) === undefined) return [];
+    const found: { brokerId: number; path: string }[] = [];
+    for (const dirName of await this.fs.readdir(root)) {
+      const broker = /^to-(\d+)$/.exec(dirName);
+      if (broker === null) continue;
+      const brokerId = Number(broker[1]);
+      for (const path of await this.list(brokerId)) {
+        const match = QUEUE_FILE.exec(basename(path));
+        if (match === null) continue;
+        if (Number(match[1]) === markers.producerId && Number(match[2]) === markers.producerEpoch && Number(match[3] ?? 0) === markers.decidedMs && match[4] === markers.result) {
+          found.push({ brokerId, path });
+        }
+      }
+    }
+    return found;
   }
 
   private async dirOf(brokerId: number): Promise<string> {

@@ -33,9 +33,11 @@ class FakeOwnership implements Ownership {
   readonly txnSlotOwners = new Map<number, number>();
   /** Explicit standings of txn slots (cluster-mode tests), ahead of `txnSlotOwners`. */
   readonly txnStandings = new Map<number, Standing>();
+  /** Other live brokers. */
+  readonly peers = new Set<number>();
   constructor(readonly selfId = 0) {}
   brokers(): BrokerEndpoint[] {
-    return [{ brokerId: this.selfId, host: "127.0.0.1", port: 9092, rack: null }];
+    return [this.selfId, ...this.peers].map((brokerId) => ({ brokerId, host: "127.0.0.1", port: 9092 + brokerId, rack: null }));
   }
   controllerId(): number {
     return this.selfId;
@@ -113,6 +115,8 @@ async function setup(
     onFatal?: (error: FatalError) => void;
     /** Cluster mode: no slot loaded at start, slots read from disk only by acquireSlot. */
     cluster?: boolean;
+    /** Complete* waits for peers to apply queued markers (cluster mode's option). */
+    queuedMarkersWaitMs?: number;
   } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
@@ -138,10 +142,13 @@ async function setup(
         events.push(`enqueue to-${brokerId} ${markers.result} ${markers.partitions.map((t) => `${t.topic}:${t.partitions.join(",")}`).join(" ")}`);
         return queue.enqueue(brokerId, markers);
       },
+      filesOf: (markers) => queue.filesOf(markers),
+      read: (path) => queue.read(path),
+      remove: (path) => queue.remove(path),
     },
     clock,
     log: silentLogger,
-    options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }) },
+    options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }), ...(opts.queuedMarkersWaitMs === undefined ? {} : { queuedMarkersWaitMs: opts.queuedMarkersWaitMs }) },
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
     ...(opts.onFatal === undefined ? {} : { onFatal: opts.onFatal }),
   });
@@ -200,6 +207,58 @@ describe("commit and abort", () => {
     const decidedMs = h.clock.nowMs() + 1; // one ms after AddOffsetsToTxn's transition, the clock standing still
     expect(files.map((f) => f.split("/").pop())).toEqual([`${p.producerId}-${p.producerEpoch}-${decidedMs}-commit.json`]);
     expect(await h.queue.read(files[0]!)).toMatchObject({ partitions: orders(1), decidedMs, result: "commit" });
+  });
+
+  test("cluster mode: Complete* waits until the peer applied the queued markers; until then the transaction stays decided", async () => {
+    const h = await setup({ queuedMarkersWaitMs: 50 });
+    h.ownership.peers.add(1);
+    h.ownership.leaders.set("orders-1", 1);
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) })).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await h.coordinator.settled("tx");
+    // Nobody applied broker 1's file: still PrepareCommit (the next transaction's requests wait or retry).
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    const [file] = await h.queue.list(1);
+    expect(file).toBeDefined();
+    // Broker 1 applies it and removes the file: the next attempt completes.
+    await h.queue.remove(file!);
+    expect(await h.coordinator.completeUnfinished()).toBe(1);
+    await h.coordinator.settled("tx");
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+
+  test("cluster mode: markers queued for a broker that left are handed on to the partition's live leader, then the transaction completes", async () => {
+    const h = await setup({ queuedMarkersWaitMs: 2_000 });
+    h.ownership.peers.add(1);
+    h.ownership.leaders.set("orders-1", 1);
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NONE);
+    let applied = 0;
+    // Broker 2, the new leader, applies what reaches its queue.
+    const peer2 = (async () => {
+      for (;;) {
+        const files = await h.queue.list(2);
+        if (files.length > 0) {
+          expect((await h.queue.read(files[0]!))?.partitions).toEqual(orders(1));
+          await h.queue.remove(files[0]!);
+          applied++;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    // Broker 1 leaves before applying anything; broker 2 leads the partition now.
+    const ended = h.coordinator.endTxn({ ...ref("tx", p), commit: true });
+    expect((await ended).errorCode).toBe(ErrorCode.NONE);
+    h.ownership.peers.delete(1);
+    h.ownership.peers.add(2);
+    h.ownership.leaders.set("orders-1", 2);
+    await peer2;
+    await h.coordinator.settled("tx");
+    expect(applied).toBe(1);
+    expect(await h.queue.list(1)).toEqual([]);
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
   });
 
   test("consecutive transactions of one producer epoch each queue their own file for the peer, in order", async () => {
