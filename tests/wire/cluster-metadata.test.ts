@@ -102,6 +102,14 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
     expect(dc.clusterId).toBe(md.clusterId);
   });
 
+  test("DeleteRecords: a partition another broker leads is NOT_LEADER_OR_FOLLOWER (the admin client retries at the leader); an unknown one UNKNOWN_TOPIC_OR_PARTITION", async () => {
+    const res = await client.request(21, 2, { topics: [{ name: "orders", partitions: [{ partitionIndex: 2, offset: -1 }, { partitionIndex: 9, offset: -1 }] }], timeoutMs: 5000 });
+    expect(res.topics[0].partitions.map((p: { partitionIndex: number; errorCode: number }) => [p.partitionIndex, p.errorCode])).toEqual([
+      [2, ErrorCode.NOT_LEADER_OR_FOLLOWER],
+      [9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+    ]);
+  });
+
   test("the answers follow the directory: a broker that leaves is gone, and the controller moves up", async () => {
     live = [
       { brokerId: 2, host: "127.0.0.1", port: listener.port, rack: null },
