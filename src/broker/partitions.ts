@@ -140,9 +140,26 @@ export class PartitionManager {
   async writeMarker(topic: string, partition: number, marker: TxnMarker): Promise<MarkerOutcome> {
     const target = await this.get(topic, partition);
     if (target === undefined || target.closing) {
+      // Cluster mode: a partition that exists but is not (or not yet, or no longer) led here is retried,
+      // never dropped as gone: a lost marker would pin its last stable offset for good.
+      const record = this.topics.get(topic);
+      if (this.clusterMode && record !== undefined && partition >= 0 && partition < record.partitions) {
+        return { ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER, message: `${topic}-${partition} is not led here` };
+      }
       return { ok: false, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message: `${topic}-${partition} is not hosted here` };
     }
-    return target.appendMarker(marker);
+    const epoch = target.leaderEpoch;
+    const mayWrite = this.hosting.mayWrite;
+    if (mayWrite !== undefined && !mayWrite(topic, partition, epoch)) {
+      return { ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER, message: `${topic}-${partition} is being handed over` };
+    }
+    const outcome = await target.appendMarker(marker);
+    // Durable, but perhaps in files a successor has fenced off (the lease lapsed meanwhile): retried at
+    // the partition's current leader, where a repeat of the same decision's marker is harmless.
+    if (outcome.ok && mayWrite !== undefined && !mayWrite(topic, partition, epoch)) {
+      return { ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER, message: `${topic}-${partition} was handed over while its marker was written` };
+    }
+    return outcome;
   }
 
   /**

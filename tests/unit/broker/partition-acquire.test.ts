@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { PartitionManager, type PartitionHosting } from "../../../src/broker/partitions.ts";
 import { defaultBrokerConfig } from "../../../src/broker/config.ts";
 import { CorruptStateError } from "../../../src/errors/errors.ts";
+import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { parseBatchHeader } from "../../../src/protocol/records/record-batch.ts";
 import { TopicStore } from "../../../src/storage/topic-store.ts";
@@ -27,6 +28,40 @@ function batch(baseSequence: number, records: number): Uint8Array {
 }
 
 describe("PartitionManager in cluster mode", () => {
+  test("a marker for a partition not led here (not acquired, or its lease lapsed before or after the write) is retried, never dropped", async () => {
+    const fs = new MemoryFs();
+    let mayWrite = true;
+    let checks = 0;
+    /** When set, the lease lapses right after this many checks said yes. */
+    let lapseAfter: number | undefined;
+    const a = await managerOn(fs, new ManualClock(1_700_000_000_000), {
+      clusterMode: true,
+      mayWrite: () => {
+        checks++;
+        if (lapseAfter !== undefined && checks > lapseAfter) return false;
+        return mayWrite;
+      },
+    });
+    await a.topics.create({ name: "orders", partitions: 1 });
+    const marker = { producerId: 7, producerEpoch: 0, commit: true, coordinatorEpoch: 1 };
+    // Not acquired: NOT_LEADER_OR_FOLLOWER (the watcher and the coordinator retry it), not "gone".
+    expect(await a.partitions.writeMarker("orders", 0, marker)).toMatchObject({ ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER });
+    // A partition that does not exist is gone.
+    expect(await a.partitions.writeMarker("orders", 5, marker)).toMatchObject({ ok: false, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION });
+    await a.partitions.acquire("orders", 0, 1);
+    mayWrite = false;
+    expect(await a.partitions.writeMarker("orders", 0, marker)).toMatchObject({ ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER });
+    // Lapsed while the marker was being made durable: written, but answered as not led, so it is retried.
+    mayWrite = true;
+    checks = 0;
+    lapseAfter = 1;
+    expect(await a.partitions.writeMarker("orders", 0, marker)).toMatchObject({ ok: false, errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER });
+    expect(checks).toBe(2);
+    lapseAfter = undefined;
+    expect(await a.partitions.writeMarker("orders", 0, marker)).toMatchObject({ ok: true });
+    await a.partitions.close();
+  });
+
   test("openAll opens nothing and get answers undefined until the partition is acquired", async () => {
     const fs = new MemoryFs();
     const a = await managerOn(fs, new ManualClock(1_700_000_000_000));
