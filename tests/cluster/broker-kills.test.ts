@@ -8,9 +8,10 @@
  * record is present exactly once, in send order per partition, at the offset its report named (librdkafka),
  * and neither client met a sequence or producer-id error.
  *
- * Then Apache's EOS copier (tests/interop/java/EosCopier.java: a read_committed consumer in a group with static
- * membership and a transactional producer committing the consumed offsets, 50 records per transaction)
- * copies a numbered input topic to an output topic while brokers are SIGKILLed the same way: coordinators of
+ * Then EOS copiers, one client at a time: Apache's Java clients (tests/interop/java/EosCopier.java: a
+ * read_committed consumer in a group with static membership and a transactional producer committing the
+ * consumed offsets, 50 records per transaction), librdkafka (tests/interop/python/eos_copier.py) and franz-go
+ * (tests/interop/go/eoscopier, a GroupTransactSession), each copies a numbered input topic to an output topic while brokers are SIGKILLed the same way: coordinators of
  * its group and transactional id move with their slots, partitions with their leaders. When the group's
  * committed offsets (OffsetFetch require_stable, from the group's coordinator) reach the input's end, the
  * output read read_committed (the Java consumer) holds every input record exactly once, transformed, in
@@ -26,8 +27,8 @@ import { BunkaCluster } from "../support/bunka-cluster.ts";
 import { compileJavaPrograms, JavaChild, ok, readIdempotentReport, runJava, sequenceProblems, startIdempotentProducer } from "../support/cluster-clients.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { envSeed } from "../support/fuzz-support.ts";
-import { ensureInteropClients } from "../support/interop-clients.ts";
-import { killLiveChildren } from "../support/line-child.ts";
+import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
+import { killLiveChildren, LineChild } from "../support/line-child.ts";
 import { seededRandom } from "../support/random.ts";
 import { utf8 } from "../support/record-decoder.ts";
 
@@ -165,15 +166,29 @@ async function committedOffsets(group: string, topic: string, partitions: number
   return null;
 }
 
-test(`Apache's EOS copier while a random broker is SIGKILLed (${EOS_KILLS} kills at least): the output read_committed holds every input record once, in order; the group committed the input's end (seed ${SEED})`, async () => {
+type CopierClient = "java" | "librdkafka" | "franz-go";
+
+function startCopier(client: CopierClient, args: string[]): LineChild {
+  switch (client) {
+    case "java":
+      return new JavaChild("EosCopier", args);
+    case "librdkafka":
+      return new LineChild("eos_copier.py", [VENV_PYTHON, join(import.meta.dir, "..", "interop", "python", "eos_copier.py"), "copy", ...args]);
+    case "franz-go":
+      return new LineChild("eoscopier (franz-go)", [goHelper("eos-copier"), ...args]);
+  }
+}
+
+test.each(["java", "librdkafka", "franz-go"] as const)(`EOS copier (%s) while a random broker is SIGKILLed (${EOS_KILLS} kills at least): the output read_committed holds every input record once, in order; the group committed the input's end (seed ${SEED})`, async (client) => {
   await cluster.withLogs(async () => {
-    const rng = seededRandom(SEED ^ 0xe05);
-    const input = "eos-in";
-    const output = "eos-out";
+    const rng = seededRandom(SEED ^ 0xe05 ^ client.length);
+    const input = `eos-in-${client}`;
+    const output = `eos-out-${client}`;
+    const group = `eos-group-${client}`;
     const partitions = 3;
     for (const t of [input, output]) await cluster.createTopic(t, partitions);
     await cluster.waitForBalanced([input, output]);
-    const pyOut = join(cluster.dir, "eos-input-report.json");
+    const pyOut = join(cluster.dir, `eos-input-${client}.json`);
     const feeder = startIdempotentProducer(cluster.bootstrap, input, EOS_RECORDS, 5000, pyOut);
     expect(await feeder.exitWithin(120_000), feeder.output()).toBe(0);
     const inputRecords = new Map<number, { key: string; value: string }[]>();
@@ -184,13 +199,16 @@ test(`Apache's EOS copier while a random broker is SIGKILLed (${EOS_KILLS} kills
     const inputEnds = [...inputRecords.values()].map((r) => r.length);
     expect(inputEnds.reduce((a, b) => a + b, 0)).toBe(EOS_RECORDS);
 
-    const copier = new JavaChild("EosCopier", [cluster.bootstrap, input, output, "eos-group", "eos-txn", "eos-instance", "50", "0", "-"]);
+    // librdkafka joins as a dynamic member (as in tests/interop/eos-copier.test.ts); the others are static members.
+    // The franz-go helper takes one seed broker (it does not split a list); it learns the others from Metadata.
+    const bootstrap = client === "franz-go" ? cluster.bootstrapOf(1) : cluster.bootstrap;
+    const copier = startCopier(client, [bootstrap, input, output, group, `eos-txn-${client}`, client === "librdkafka" ? "-" : `eos-instance-${client}`, "50", "0", "-"]);
     await copier.waitFor(/^COMMIT /m, 120_000);
     let kills = 0;
     const deadline = Date.now() + 240_000;
     for (;;) {
       if (copier.done) throw new Error(`the copier exited on its own\n${copier.output()}`);
-      const committed = await committedOffsets("eos-group", input, partitions);
+      const committed = await committedOffsets(group, input, partitions);
       if (committed !== null && committed.join() === inputEnds.join() && kills >= EOS_KILLS) break;
       if (Date.now() > deadline) throw new Error(`the copier did not finish: committed ${committed}, input ends ${inputEnds}, ${kills} kills\n${copier.output()}`);
       if (kills < EOS_KILLS) {
@@ -221,6 +239,6 @@ test(`Apache's EOS copier while a random broker is SIGKILLed (${EOS_KILLS} kills
         at: null,
       });
     }
-    console.log(`broker-kills EOS copier: ${kills} kills, ${EOS_RECORDS} records copied exactly once`);
+    console.log(`broker-kills EOS copier (${client}): ${kills} kills, ${EOS_RECORDS} records copied exactly once`);
   });
 }, 400_000);
