@@ -445,3 +445,147 @@ async function startOnce(
     stop,
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// A multi-node cluster
+
+export interface KafkaClusterOptions {
+  /** How many combined broker+controller nodes (all of them voters of the controller quorum). Default 3. */
+  nodes?: number;
+  /** Extra or overriding server.properties entries of every node. */
+  serverProperties?: Record<string, string | number | boolean>;
+  /** Parent of the nodes' data dirs (node-<id>/); default: a fresh temp dir, removed on stop(). */
+  dataDir?: string;
+  readyTimeoutMs?: number;
+  /** Grace period after SIGTERM before SIGKILL on stop(); 0 kills at once. Default 5000. */
+  stopGraceMs?: number;
+}
+
+export interface KafkaClusterNode {
+  nodeId: number;
+  port: number;
+  controllerPort: number;
+  pid: number;
+  dataDir: string;
+  logFile: string;
+}
+
+export interface ApacheKafkaCluster {
+  /** Every node's host:port, comma-separated. */
+  bootstrap: string;
+  nodes: KafkaClusterNode[];
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts an N-node KRaft Apache Kafka on loopback: every node is a combined broker+controller, and the
+ * controller quorum is static (controller.quorum.voters names all N), formatted with one cluster id. Ready
+ * when every node's Metadata lists all N brokers. The internal topics get replication factor 1 (like the
+ * single node's), so that what a test or benchmark compares is one copy of every byte, as on a shared volume.
+ */
+export async function startApacheKafkaCluster(opts: KafkaClusterOptions = {}): Promise<ApacheKafkaCluster> {
+  const libs = await ensureKafkaLibs();
+  const n = opts.nodes ?? 3;
+  const ownsDataDir = opts.dataDir === undefined;
+  const root = opts.dataDir ?? mkdtempSync(join(tmpdir(), "apache-kafka-cluster-"));
+  mkdirSync(root, { recursive: true });
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const stopGraceMs = opts.stopGraceMs ?? 5000;
+  const used = new Set<number>();
+  const port = (): number => {
+    for (;;) {
+      const p = freePort();
+      if (!used.has(p)) {
+        used.add(p);
+        return p;
+      }
+    }
+  };
+  const nodes: KafkaClusterNode[] = [];
+  for (let id = 1; id <= n; id++) {
+    const dataDir = join(root, `node-${id}`);
+    mkdirSync(dataDir, { recursive: true });
+    nodes.push({ nodeId: id, port: port(), controllerPort: port(), pid: 0, dataDir, logFile: join(dataDir, "server.log") });
+  }
+  const voters = nodes.map((x) => `${x.nodeId}@127.0.0.1:${x.controllerPort}`).join(",");
+  const clusterId = randomClusterId();
+  const procs: Bun.Subprocess[] = [];
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopped ??= (async () => {
+      await Promise.all(
+        procs.map(async (proc) => {
+          if (proc.exitCode === null && proc.signalCode === null) {
+            proc.kill(stopGraceMs > 0 ? "SIGTERM" : "SIGKILL");
+            const killer = setTimeout(() => proc.kill("SIGKILL"), stopGraceMs);
+            await proc.exited;
+            clearTimeout(killer);
+          }
+          live.delete(proc.pid);
+        }),
+      );
+      if (ownsDataDir) rmSync(root, { recursive: true, force: true });
+    })());
+  try {
+    await Promise.all(
+      nodes.map(async (node) => {
+        const propsFile = join(node.dataDir, "server.properties");
+        const base = serverProperties({
+          port: node.port,
+          controllerPort: node.controllerPort,
+          advertisedHost: "127.0.0.1",
+          advertisedPort: node.port,
+          logDir: join(node.dataDir, "kraft-logs"),
+          extra: { "node.id": node.nodeId, "controller.quorum.voters": voters, ...(opts.serverProperties ?? {}) },
+        });
+        // A static quorum: the single node's bootstrap-servers line would make it a dynamic one.
+        const text = base
+          .split("\n")
+          .filter((l) => !l.startsWith("controller.quorum.bootstrap.servers="))
+          .join("\n");
+        writeFileSync(propsFile, text);
+        const format = await runKafkaTool("kafka-storage", ["format", "--cluster-id", clusterId, "--config", propsFile]);
+        if (format.code !== 0) throw new Error(`kafka-storage format of node ${node.nodeId} failed (${format.code}):\n${format.stdout}${format.stderr}`);
+      }),
+    );
+    for (const node of nodes) {
+      const logFd = openSync(node.logFile, "a");
+      const proc = Bun.spawn(
+        [
+          javaBin(),
+          ...SERVER_JVM,
+          `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`,
+          `-Dkafka.logs.dir=${node.dataDir}`,
+          "-cp",
+          `${libs}/*`,
+          KAFKA_SERVER_MAIN,
+          join(node.dataDir, "server.properties"),
+        ],
+        { stdin: "ignore", stdout: logFd, stderr: logFd },
+      );
+      closeSync(logFd);
+      track(proc.pid);
+      procs.push(proc);
+      node.pid = proc.pid;
+    }
+    const deadline = Date.now() + readyTimeoutMs;
+    for (;;) {
+      const dead = nodes.findIndex((_, i) => procs[i]!.exitCode !== null || procs[i]!.signalCode !== null);
+      if (dead >= 0) {
+        const node = nodes[dead]!;
+        throw new Error(`Apache Kafka node ${node.nodeId} exited before the cluster was ready; log:\n${readFileSync(node.logFile, "utf8").slice(-4000)}`);
+      }
+      const counts = await Promise.all(nodes.map((x) => probeBrokerCount("127.0.0.1", x.port)));
+      if (counts.every((c) => c >= n)) break;
+      if (Date.now() > deadline) {
+        throw new Error(`Apache Kafka cluster not ready after ${readyTimeoutMs} ms (brokers seen per node: ${counts.join(", ")}); log of node 1:\n${readFileSync(nodes[0]!.logFile, "utf8").slice(-4000)}`);
+      }
+      await sleep(200);
+    }
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { bootstrap: nodes.map((x) => `127.0.0.1:${x.port}`).join(","), nodes, dataDir: root, stop };
+}
