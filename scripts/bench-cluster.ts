@@ -299,6 +299,8 @@ interface Ok {
   brokerCpuS: number;
   otherPct: number;
   shares?: number[];
+  /** txn: how long the consumer took, after the producers stopped, to see every committed record. */
+  drainMs?: number;
 }
 type Outcome = Ok | { ok: false; error: string };
 
@@ -446,7 +448,7 @@ async function txnRow(sys: System, others: System[], producers: number, idPrefix
     };
   }
   if (r.commitMs.p50 === undefined || r.commitMs.p99 === undefined) return { ok: false, error: "TxnBench reported no EndTxn latency" };
-  return { ok: true, rate: r.txnPerSec, p50Ms: r.commitMs.p50, p99Ms: r.commitMs.p99, ...w };
+  return { ok: true, rate: r.txnPerSec, p50Ms: r.commitMs.p50, p99Ms: r.commitMs.p99, ...w, ...(r.drainMs === undefined ? {} : { drainMs: r.drainMs }) };
 }
 
 async function runRow(sys: System, others: System[], row: RowId, round: number, opts: Options, tag: string): Promise<Outcome> {
@@ -578,7 +580,7 @@ async function main(): Promise<void> {
           outcomes[sys.kind] = o;
           log(
             o.ok
-              ? `${sys.kind} ${id}: ${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p50/p99 ${fmtMs(o.p50Ms)} / ${fmtMs(o.p99Ms)} ms, RSS ${fmtMiB(o.rssKb)} MiB (3 brokers), CPU ${o.brokerCpuS.toFixed(1)} s, other ${o.otherPct.toFixed(0)}%${o.shares ? `, leaders ${o.shares.join("/")}` : ""}`
+              ? `${sys.kind} ${id}: ${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p50/p99 ${fmtMs(o.p50Ms)} / ${fmtMs(o.p99Ms)} ms, RSS ${fmtMiB(o.rssKb)} MiB (3 brokers), CPU ${o.brokerCpuS.toFixed(1)} s, other ${o.otherPct.toFixed(0)}%${o.shares ? `, leaders ${o.shares.join("/")}` : ""}${o.drainMs === undefined ? "" : `, drained in ${o.drainMs} ms`}`
               : `${sys.kind} ${id}: FAILED ${o.error}`,
           );
         }

@@ -22,7 +22,7 @@
  * commitTransaction() call until the transaction is visible to a read_committed reader. Same JVM, same clock.
  *
  * Only transactions whose commit started and ended inside the measured window (after the warm-up) count for
- * transactions/s and the latencies. After the producers stop, the consumer drains until it has seen the last
+ * transactions/s and the latencies. After the producers stop, the consumer drains until it has seen every
  * record of every committed transaction (or --drain-timeout passes) and checks that it read exactly
  * records-per-txn records per committed transaction.
  *
@@ -352,7 +352,10 @@ public final class TxnBench {
     if (consumer != null) {
       long d0 = System.nanoTime();
       long deadline = d0 + (long) (drainTimeoutS * 1e9);
-      while (consumer.isAlive() && consumer.lastRecords < committed && System.nanoTime() < deadline) Thread.sleep(20);
+      // Every record, not only every transaction's last: with several brokers a transaction's markers land
+      // partition by partition, so its last record can be visible before its others are.
+      long expected = committed * recordsPerTxn;
+      while (consumer.isAlive() && (consumer.lastRecords < committed || consumer.records < expected) && System.nanoTime() < deadline) Thread.sleep(20);
       drainMs = (System.nanoTime() - d0) / 1_000_000;
       stopConsumer = true;
       consumer.join(30_000);

@@ -7,6 +7,7 @@
  *   const kafka = await startApacheKafka();            // free loopback ports, temp data dir
  *   await runKafkaTool("kafka-topics", ["--bootstrap-server", kafka.bootstrap, "--list"]);
  *   await kafka.stop();                                // kills the JVM, removes the data dir
+ *   const cluster = await startApacheKafkaCluster({ nodes: 3 });   // 3 combined nodes, 3-voter quorum
  *
  * Readiness is a condition, never a sleep: the broker is ready when a Metadata request on its listener
  * lists at least one (unfenced) broker, which is what CreateTopics needs. Every JVM started here is
