@@ -7,7 +7,7 @@
  * ("Three brokers").
  *
  *   bun scripts/bench-cluster.ts [--rounds N] [--quick] [--records N] [--txn-warmup S] [--txn-duration S]
- *                                [--broker-warmup S] [--data-root DIR]
+ *                                [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--bunka-binary PATH]
  *
  * Rows, each with 16-partition topics whose partitions the systems spread over their three brokers
  * (replication factor 1: bunka's shared volume is its one copy of every byte, so Kafka keeps one too; its
@@ -68,6 +68,8 @@ interface Options {
   quick: boolean;
   /** Run one cluster only (a development aid: no ratios then). */
   only?: Kind;
+  /** The bunka executable (default: a private copy of dist/'s, rebuilt when older than src/). */
+  bunkaBinary?: string;
 }
 
 const BROKERS = 3;
@@ -82,7 +84,7 @@ const SESSION_TIMEOUT_MS = 9000;
 const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
 
 const USAGE = `usage: bun scripts/bench-cluster.ts [--rounds N] [--quick] [--records N] [--txn-warmup S]
-       [--txn-duration S] [--broker-warmup S] [--data-root DIR]
+       [--txn-duration S] [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--bunka-binary PATH]
 
   --rounds N          interleaved rounds, each running every row on both clusters, the order reversed from
                       round to round (default 3; --quick: 1)
@@ -94,6 +96,7 @@ const USAGE = `usage: bun scripts/bench-cluster.ts [--rounds N] [--quick] [--rec
                       records and S seconds of 16 transactional producers (default 20)
   --data-root DIR     where the data dirs go (default ${tmpdir()})
   --only kafka|bunka  start and measure one cluster only (for development; no ratios)
+  --bunka-binary PATH run this bunka executable (default: dist/'s, rebuilt when older than src/)
 `;
 
 function die(message: string): never {
@@ -141,6 +144,10 @@ function parseArgs(argv: string[]): Options {
         break;
       case "--broker-warmup":
         o.brokerWarmupS = num(0);
+        break;
+      case "--bunka-binary":
+        o.bunkaBinary = value();
+        if (!existsSync(o.bunkaBinary)) die(`--bunka-binary: ${o.bunkaBinary} does not exist`);
         break;
       case "--data-root":
         o.dataRoot = value();
@@ -242,10 +249,10 @@ function etcdPid(dataDir: string): number | undefined {
   return undefined;
 }
 
-async function startBunkaSystem(root: string): Promise<System> {
+async function startBunkaSystem(root: string, binary: string | undefined): Promise<System> {
   let cluster: BunkaCluster | undefined;
   const undo = onCleanup("bunka cluster", async () => cluster?.close());
-  cluster = await BunkaCluster.start({ brokers: BROKERS, sessionTimeoutMs: SESSION_TIMEOUT_MS, dir: tempDir(root, "bench-bunka-cluster-") });
+  cluster = await BunkaCluster.start({ brokers: BROKERS, sessionTimeoutMs: SESSION_TIMEOUT_MS, dir: tempDir(root, "bench-bunka-cluster-"), ...(binary === undefined ? {} : { binary }) });
   const c = cluster;
   const pids = c.ids.map((id) => c.process(id)!.pid);
   return {
@@ -564,7 +571,7 @@ async function main(): Promise<void> {
     }
     if (opts.only !== "kafka") {
       log("== starting a three-broker bunka cluster (compiled binary, one shared data dir, one etcd)");
-      const bunka = await startBunkaSystem(opts.dataRoot);
+      const bunka = await startBunkaSystem(opts.dataRoot, opts.bunkaBinary);
       systems.push(bunka);
       log(`bunka: ${bunka.bootstrap} (pids ${bunka.pids.join(", ")}, etcd ${bunka.extraPid ?? "?"})`);
     }
@@ -602,7 +609,7 @@ async function main(): Promise<void> {
     `${env.date}: ${env.machine}`,
     env.sharing,
     `${env.kafka.replace("single-node KRaft", "3 nodes, each broker+controller, static 3-voter quorum")}; replication factor 1 for every topic (internal ones too); no fsync before an answer (log.flush.interval.messages unset)`,
-    `${env.bunka}, ${BROKERS} brokers on one shared data dir, one etcd, broker.session.timeout.ms=${SESSION_TIMEOUT_MS}; Produce acks=-1 and every transaction step answered after fsync`,
+    `${opts.bunkaBinary === undefined ? env.bunka : `bunka executable ${opts.bunkaBinary}`}, ${BROKERS} brokers on one shared data dir, one etcd, broker.session.timeout.ms=${SESSION_TIMEOUT_MS}; Produce acks=-1 and every transaction step answered after fsync`,
     `load: kafka-producer-perf-test and scripts/bench-java/TxnBench.java (Apache Kafka ${KAFKA_VERSION} Java clients, ${LOAD_TOOL_JVM.join(" ")}, a new JVM per row), bootstrap = all three brokers; ${fmtNum(opts.records)} records per produce row; transaction rows ${opts.txnWarmupS} s warm-up + ${opts.txnDurationS} s measured, 10 x 1 KiB per transaction`,
     `leaders of the ${PARTITIONS} partitions per broker: Kafka ${shares.kafka?.join("/") ?? "?"}, bunka ${shares.bunka?.join("/") ?? "?"}; ${etcdNote}`,
     `${env.runtime}; each cluster warmed up first (${fmtNum(Math.round(opts.records / 2))} records, ${opts.brokerWarmupS} s of 16 transactional producers); the idle cluster stays up during the other's rows`,
