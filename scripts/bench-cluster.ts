@@ -89,7 +89,7 @@ const USAGE = `usage: bun scripts/bench-cluster.ts [--rounds N] [--quick] [--rec
   --rounds N          interleaved rounds, each running every row on both clusters, the order reversed from
                       round to round (default 3; --quick: 1)
   --quick             a development run: 1 round, 100,000 records, 3 + 5 s transaction rows, 10 s warm-up
-  --records N         records per produce row (default 300000)
+  --records N         records per produce row (default 200000)
   --txn-warmup S      seconds of transactions before each transaction row's measurement (default 5)
   --txn-duration S    seconds measured per transaction row (default 10)
   --broker-warmup S   untimed load on each cluster before the first round: a produce row of half the
@@ -108,7 +108,7 @@ function parseArgs(argv: string[]): Options {
   const quick = argv.includes("--quick");
   const o: Options = quick
     ? { rounds: 1, records: 100_000, txnWarmupS: 3, txnDurationS: 5, brokerWarmupS: 10, dataRoot: tmpdir(), quick }
-    : { rounds: 3, records: 300_000, txnWarmupS: 5, txnDurationS: 10, brokerWarmupS: 20, dataRoot: tmpdir(), quick };
+    : { rounds: 3, records: 200_000, txnWarmupS: 5, txnDurationS: 10, brokerWarmupS: 20, dataRoot: tmpdir(), quick };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -532,7 +532,7 @@ function report(results: Results, opts: Options, meta: string[], startedMs: numb
         const o = r.outcomes[kind];
         if (o === undefined) return "—";
         if (!o.ok) return "failed";
-        return `${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p99 ${fmtMs(o.p99Ms)} ms, ${fmtMiB(o.rssKb)} MiB, other ${o.otherPct.toFixed(0)}%`;
+        return `${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p99 ${fmtMs(o.p99Ms)} ms, ${fmtMiB(o.rssKb)} MiB, other ${o.otherPct.toFixed(0)}%${o.otherPct >= BUSY_PCT ? " *" : ""}`;
       };
       perRound.push([id, String(r.round), r.order.join(" then "), cell("kafka"), cell("bunka")]);
     }
