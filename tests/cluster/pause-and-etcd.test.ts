@@ -80,8 +80,11 @@ describe("a frozen broker and a restarted etcd", () => {
       let stop = false;
       let nextSequence = 0;
       const acked = new Map<number, { partition: number; offset: number; broker: number }>();
+      const writerErrors: string[] = [];
       const writer = (async () => {
-        while (!stop) {
+        // Bounded, so that a failed wait of this test does not leave it writing during the next one.
+        const writerDeadline = Date.now() + 120_000;
+        while (!stop && Date.now() < writerDeadline) {
           const leader = await cluster.leaderOf(topic, partition);
           if (leader < 0) {
             await new Promise((r) => setTimeout(r, 20));
@@ -98,8 +101,9 @@ describe("a frozen broker and a restarted etcd", () => {
             });
             pending.catch(() => undefined);
             answered = await Promise.race([pending, new Promise<undefined>((r) => setTimeout(() => r(undefined), 2000))]);
-          } catch {
+          } catch (error) {
             clients.delete(leader);
+            writerErrors.push(`broker ${leader}: ${(error as Error).message}`);
           }
           if (answered?.errorCode === ErrorCode.NONE) {
             acked.set(sequence, { partition, offset: answered.offset, broker: leader });
@@ -124,7 +128,12 @@ describe("a frozen broker and a restarted etcd", () => {
       cluster.pause(victim);
       const ackedAtPause = acked.size;
       // A survivor took over (after the frozen broker's lease expired) and acknowledged 100 more.
-      await until("100 records acknowledged by a survivor", 30_000, async () => (acked.size >= ackedAtPause + 100 && [...acked.values()].some((a) => a.broker !== victim) ? true : undefined));
+      const recentAnswers = () => JSON.stringify(answers.slice(-8).map((a) => ({ broker: a.broker, sequence: a.sequence, errorCode: a.errorCode })));
+      await until("100 records acknowledged by a survivor", 30_000, async () => (acked.size >= ackedAtPause + 100 && [...acked.values()].some((a) => a.broker !== victim) ? true : undefined)).catch(
+        (error: Error) => {
+          throw new Error(`${error.message}; ${acked.size - ackedAtPause} acknowledged since the pause, next sequence ${nextSequence}, last answers ${recentAnswers()}, last errors ${JSON.stringify(writerErrors.slice(-5))}`);
+        },
+      );
       const successor = [...acked.values()].at(-1)!.broker;
       expect(successor).not.toBe(victim);
       cluster.resume(victim);

@@ -210,12 +210,18 @@ export class BunkaCluster {
   // ---------------------------------------------------------------------------------------------
   // Requests
 
-  /** `fn` with a fresh connection to broker `id`, closed afterwards. */
-  async withClient<T>(id: number, fn: (client: WireClient) => Promise<T>): Promise<T> {
+  /**
+   * `fn` with a fresh connection to broker `id`, closed afterwards; fails after `timeoutMs` (a paused broker
+   * accepts connections, its kernel does, and never answers: a caller must not hang on it).
+   */
+  async withClient<T>(id: number, fn: (client: WireClient) => Promise<T>, timeoutMs = 10_000): Promise<T> {
     const client = await WireClient.connect(this.port(id));
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      return await fn(client);
+      const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`broker ${id} did not answer within ${timeoutMs} ms`)), timeoutMs)));
+      return await Promise.race([fn(client), timeout]);
     } finally {
+      clearTimeout(timer);
       client.close();
     }
   }
@@ -303,7 +309,7 @@ export class BunkaCluster {
   async leaderOf(topic: string, partition: number, askIds = this.liveIds()): Promise<number> {
     for (const id of askIds) {
       try {
-        const md = await this.metadata(id, [topic]);
+        const md = await this.withClient(id, (c) => c.request<MetadataAnswer>(3, 12, { topics: [{ name: topic, topicId: ZERO_TOPIC_ID }], allowAutoTopicCreation: false }), 3000);
         const p = md.topics[0]?.partitions.find((x) => x.partitionIndex === partition);
         if (p !== undefined && p.errorCode === 0 && p.leaderId >= 0) return p.leaderId;
       } catch {
