@@ -584,9 +584,14 @@ export class GroupCoordinator {
    */
   async completeTransactionalOffsets(groupId: string, producerId: number, commit: boolean, txn?: TxnOffsetCompletion): Promise<number> {
     const slot = slotOf(groupId);
-    if (this.servedSlots.has(slot)) {
+    const epoch = this.servedSlots.get(slot);
+    if (epoch !== undefined) {
       await this.ensureDrained(slot);
-      return this.store.mutate(slot, (draft) => draft.completeTransaction(groupId, producerId, commit));
+      const completed = await this.store.mutate(slot, (draft) => draft.completeTransaction(groupId, producerId, commit));
+      // Durable, but perhaps in files a successor has fenced off (the lease lapsed meanwhile): the caller
+      // retries, and a retry finds the slot elsewhere and queues the completion for its owner.
+      if (!this.stillOwns(slot, epoch)) throw new Error(`group slot ${slot} was handed over while the offsets of group ${JSON.stringify(groupId)} were completed`);
+      return completed;
     }
     const queue = this.deps.offsetQueue;
     if (queue === undefined || txn === undefined) {
@@ -614,6 +619,11 @@ export class GroupCoordinator {
     await writing;
     this.deps.waker?.wake({ kind: "group-slot", slot });
     return 0;
+  }
+
+  /** Whether this broker may still write slot `slot` at the epoch it serves it at (ownership's mayAct). */
+  private stillOwns(slot: number, epoch: number): boolean {
+    return this.deps.ownership.mayAct({ kind: "group", slot }, epoch);
   }
 
   // ---- the offset completion queue (cluster mode) ----------------------------------------------
@@ -686,6 +696,10 @@ export class GroupCoordinator {
         if (!this.servedSlots.has(slot)) return applied;
         throw error;
       }
+      // The file goes only if the write is one a successor reads: with the lease lapsed meanwhile it may
+      // be in files of a fenced epoch, and the slot's next owner must apply it again.
+      const epoch = this.servedSlots.get(slot);
+      if (epoch === undefined || !this.stillOwns(slot, epoch)) return applied;
       await queue.remove(path);
       this.reportedCorrupt.delete(path);
       applied += 1;
@@ -709,6 +723,9 @@ export class GroupCoordinator {
         return;
       }
       if (!this.servedSlots.has(slot) || this.closed) return;
+      const epoch = this.servedSlots.get(slot)!;
+      // A slot this broker may no longer write (its lease lapsed) cannot drain: its next owner will.
+      if (!this.stillOwns(slot, epoch)) throw new Error(`group slot ${slot} cannot be written here now (handed over or the lease lapsed)`);
       await this.drainCompletions(slot);
     }
   }

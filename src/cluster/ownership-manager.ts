@@ -167,9 +167,14 @@ export class OwnershipManager {
     return { state: "elsewhere", brokerId: owner.brokerId, epoch: owner.epoch };
   }
 
+  /**
+   * Owned or being taken over (`loading`: the take-over's own writes, such as a partition's first segment
+   * of the epoch or a slot's queued completions, are made then) at `epoch`, under a lease valid now.
+   * Serving requests is gated on `standing` being `owned`, not on this.
+   */
   mayAct(resource: OwnedResource, epoch: number): boolean {
     const claim = this.local.get(keyOf(resource));
-    return claim !== undefined && claim.state === "owned" && claim.epoch === epoch && this.leaseCovers(claim);
+    return claim !== undefined && (claim.state === "owned" || claim.state === "loading") && claim.epoch === epoch && this.leaseCovers(claim);
   }
 
   /** The owner of a resource as far as this broker knows: itself while it holds it, -1 for none. */

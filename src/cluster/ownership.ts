@@ -36,9 +36,10 @@ export interface Ownership {
    */
   standing(resource: OwnedResource): Standing;
   /**
-   * Whether this broker may still act for `resource` at `epoch`: it owns it at that epoch and its lease is
-   * valid by its own monotonic clock, now. Checked before a write, and again once the write is durable and
-   * before it is acknowledged; false means answer a retriable error instead of acknowledging.
+   * Whether this broker may still write `resource` at `epoch`: it owns it (or is taking it over) at that
+   * epoch and its lease is valid by its own monotonic clock, now. Checked before a write, and again once the
+   * write is durable and before it is acknowledged; false means answer a retriable error instead of
+   * acknowledging. Serving a request also needs `standing` to be `owned`.
    */
   mayAct(resource: OwnedResource, epoch: number): boolean;
 }

@@ -48,7 +48,14 @@ class RecordingHost implements OwnedResourceHost {
   readonly events: string[] = [];
   failAcquire = new Set<string>();
   failedAttempts = 0;
+  /** What the host's manager said about writing while each take-over ran (a take-over writes). */
+  readonly mayActWhileLoading: boolean[] = [];
+  manager: OwnershipManager | undefined;
   async acquire(resource: OwnedResource, epoch: number): Promise<void> {
+    if (this.manager !== undefined) {
+      this.mayActWhileLoading.push(this.manager.mayAct(resource, epoch) && !this.manager.mayAct(resource, epoch + 1));
+      expect(this.manager.standing(resource)).toEqual({ state: "loading", epoch });
+    }
     if (this.failAcquire.has(name(resource))) {
       this.failedAttempts++;
       throw new Error("damaged");
@@ -108,6 +115,7 @@ async function cluster(ids: number[], options: { failAcquire?: string[] } = {}) 
       retryAfterFailureMs: 200,
     });
     managers.push(manager);
+    host.manager = manager;
     live.add(id);
     const node = { id, host, lease, manager };
     nodes.set(id, node);
@@ -164,6 +172,8 @@ async function settle(c: Awaited<ReturnType<typeof cluster>>, live: number[]): P
     throw new Error(`not settled on ${live}: ${owners.size} owners in etcd, ${counts.join("; ")}; ${views.join("; ")}`);
   }
   expect(c.violations).toEqual([]);
+  // Every take-over ran standing `loading` and allowed to write at its own epoch only.
+  for (const node of c.nodes.values()) expect(node.host.mayActWhileLoading.every((ok) => ok)).toBe(true);
 }
 
 function shares(owners: Map<string, { brokerId: number }>, kind: string): Map<number, number> {
