@@ -444,8 +444,12 @@ export class GroupCoordinator {
     });
     if (entries.length === 0) return results;
     try {
-      const codes = await this.store.mutate(slotOf(input.groupId), (draft) => draft.commit(input.groupId, entries));
-      codes.forEach((code, j) => (results[positions[j]!] = code));
+      const slot = slotOf(input.groupId);
+      const epoch = this.servedSlots.get(slot);
+      const codes = await this.store.mutate(slot, (draft) => draft.commit(input.groupId, entries));
+      // Durable, but not answered NONE when the slot could no longer be written at its epoch meanwhile.
+      const deposed = epoch !== undefined && !this.stillOwns(slot, epoch);
+      codes.forEach((code, j) => (results[positions[j]!] = deposed ? ErrorCode.NOT_COORDINATOR : code));
     } catch (error) {
       this.rethrowFatal(error);
       // Apache answers a failed write to the coordinator's log (KAFKA_STORAGE_ERROR) with NOT_COORDINATOR.
@@ -565,9 +569,13 @@ export class GroupCoordinator {
     // A completion queued for this slot is applied (and its file removed, durably) before anything is
     // staged here: the completion names only the producer id, and must not reach this producer's next
     // transaction (storage/offset-queue.ts).
-    await this.ensureDrained(slotOf(groupId));
-    const codes = await this.store.mutate(slotOf(groupId), (draft) => draft.stage(groupId, producerId, entries));
-    codes.forEach((code, j) => (results[positions[j]!] = code));
+    const slot = slotOf(groupId);
+    await this.ensureDrained(slot);
+    const epoch = this.servedSlots.get(slot);
+    const codes = await this.store.mutate(slot, (draft) => draft.stage(groupId, producerId, entries));
+    // Durable, but not answered NONE when the slot could no longer be written at its epoch meanwhile.
+    const deposed = epoch !== undefined && !this.stillOwns(slot, epoch);
+    codes.forEach((code, j) => (results[positions[j]!] = deposed ? ErrorCode.NOT_COORDINATOR : code));
     return results;
   }
 

@@ -945,6 +945,15 @@ export class TxnCoordinator {
     }
     if (decision === undefined) return STORE_FAILED;
     if (decision.write) this.track(id, decision.entry);
+    // Cluster mode: durable, but perhaps in files a successor fenced off if the lease lapsed meanwhile. Not
+    // answered then (retriable NOT_COORDINATOR) and not driven on here: the slot's next owner reads what was
+    // durable in time and drives any decision on, as a take-over does.
+    const slot = slotOf(id);
+    const epoch = this.slotEpochs.get(slot);
+    if (decision.write && epoch !== undefined && !this.deps.ownership.mayAct({ kind: "txn", slot }, epoch)) {
+      this.deps.log.warn("a transaction state write became durable after this broker's lease may have lapsed; not answered", { transactionalId: id, slot, epoch });
+      return STORE_FAILED;
+    }
     return decision;
   }
 

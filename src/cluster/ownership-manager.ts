@@ -168,13 +168,15 @@ export class OwnershipManager {
   }
 
   /**
-   * Owned or being taken over (`loading`: the take-over's own writes, such as a partition's first segment
-   * of the epoch or a slot's queued completions, are made then) at `epoch`, under a lease valid now.
-   * Serving requests is gated on `standing` being `owned`, not on this.
+   * This broker's claim at `epoch` is still its own, under a lease valid now: nobody else can have claimed
+   * the resource, so what it writes is what the next owner reads. That holds while the claim is taken over
+   * (`loading`: the take-over's own writes, such as a partition's first segment of the epoch or a slot's
+   * queued completions, are made then), `owned`, and `leaving` (the hand-over waits for the writes in flight
+   * before the claim is released). Serving new requests is gated on `standing` being `owned`, not on this.
    */
   mayAct(resource: OwnedResource, epoch: number): boolean {
     const claim = this.local.get(keyOf(resource));
-    return claim !== undefined && (claim.state === "owned" || claim.state === "loading") && claim.epoch === epoch && this.leaseCovers(claim);
+    return claim !== undefined && claim.closedAwaitingRelease !== true && claim.epoch === epoch && this.leaseCovers(claim);
   }
 
   /** The owner of a resource as far as this broker knows: itself while it holds it, -1 for none. */

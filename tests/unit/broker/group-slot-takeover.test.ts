@@ -48,11 +48,12 @@ function clusterOwnership(selfId: number): Ownership & { groupStandings: Map<num
     slotOwner: () => base.slotOwner(),
     standing: (resource: OwnedResource) =>
       resource.kind === "group" ? (groupStandings.get(resource.slot) ?? { state: "elsewhere", brokerId: -1 }) : base.standing(),
-    // A group slot may be written while it stands owned at that epoch, as the ownership manager says.
+    // A group slot may be written while this broker's claim stands at that epoch (being taken over, owned
+    // or being handed over), as the ownership manager says.
     mayAct: (resource: OwnedResource, epoch: number) => {
       if (resource.kind !== "group") return base.mayAct(resource, epoch);
       const standing = groupStandings.get(resource.slot);
-      return standing?.state === "owned" && standing.epoch === epoch;
+      return standing !== undefined && standing.state !== "elsewhere" && standing.epoch === epoch;
     },
   };
 }
