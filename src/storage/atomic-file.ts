@@ -59,17 +59,26 @@ export async function writeFileAtomic(fs: Fs, path: string, bytes: Uint8Array): 
 }
 
 /**
- * Removes tmp files that a crash left in `dir` and returns their names. Harmless to skip (nothing reads
- * tmp files); it only keeps the directory from filling up over many crashes.
+ * Removes tmp files that a crash left in `dir` (those `mayRemove` allows) and returns their names.
+ * Harmless to skip (nothing reads tmp files); it only keeps the directory from filling up over many
+ * crashes. A file that vanishes before it is removed is skipped.
  */
-export async function cleanTmpFiles(fs: Fs, dir: string): Promise<string[]> {
+export async function cleanTmpFiles(fs: Fs, dir: string, mayRemove: (name: string) => boolean = () => true): Promise<string[]> {
   const removed: string[] = [];
   for (const name of await fs.readdir(dir)) {
-    if (!isTmpFileName(name)) continue;
+    if (!isTmpFileName(name) || !mayRemove(name)) continue;
     const stat = await fs.stat(join(dir, name));
     if (stat === undefined || stat.isDirectory) continue;
-    await fs.unlink(join(dir, name));
-    removed.push(name);
+    // Gone meanwhile (renamed into place or removed by its writer, on a directory several brokers share):
+    // nothing left to clean.
+    const unlinked = await fs.unlink(join(dir, name)).then(
+      () => true,
+      (error: unknown) => {
+        if ((error as { code?: string }).code === "ENOENT") return false;
+        throw error;
+      },
+    );
+    if (unlinked) removed.push(name);
   }
   if (removed.length > 0) await fsyncDirOrDie(fs, dir, "after removing leftover tmp files");
   return removed;

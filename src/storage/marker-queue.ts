@@ -25,7 +25,7 @@
 import { basename, dirname, join } from "node:path";
 import type { TopicPartitions } from "../domain/txn/txn-state.ts";
 import type { Fs } from "../platform/fs.ts";
-import { cleanTmpFiles, ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const MARKER_QUEUE_FORMAT = "txn-markers";
@@ -155,7 +155,8 @@ export class MarkerQueue {
     const dir = markerQueueBrokerDir(this.dataDir, brokerId);
     if (!this.ensured.has(brokerId)) {
       await ensureDir(this.fs, dir);
-      await cleanTmpFiles(this.fs, dir);
+      // Tmp files are not cleaned: any broker writes into this queue, and one may be another's write in
+      // flight (a leftover one only takes a directory entry).
       this.ensured.add(brokerId);
     }
     return dir;

@@ -21,7 +21,7 @@
  */
 import { join } from "node:path";
 import type { Fs } from "../platform/fs.ts";
-import { cleanTmpFiles, ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const OFFSET_QUEUE_FORMAT = "txn-offset-completion";
@@ -109,7 +109,8 @@ export class OffsetCompletionQueue {
     const dir = offsetQueueSlotDir(this.dataDir, slot);
     if (!this.ensured.has(slot)) {
       await ensureDir(this.fs, dir);
-      await cleanTmpFiles(this.fs, dir);
+      // Tmp files are not cleaned: any broker writes into this queue, and one may be another's write in
+      // flight (a leftover one only takes a directory entry).
       this.ensured.add(slot);
     }
     return dir;

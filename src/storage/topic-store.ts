@@ -39,7 +39,7 @@ import { topicCollisionReason, topicNameInvalidReason } from "../domain/topic-na
 import { CorruptStateError, FatalError } from "../errors/errors.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
-import { cleanTmpFiles, ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { cleanTmpFiles, ensureDir, fsyncDirOrDie, isTmpFileName } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const TOPIC_FORMAT = "topic";
@@ -118,6 +118,9 @@ export class TopicStore {
   private readonly listeners: ((change: TopicStoreChange) => void)[] = [];
   private orphansCleaned = false;
 
+  /** Opened for cluster mode (`cleanUpOrphans: false`): other brokers write the same partition directories. */
+  private readonly shared: boolean;
+
   private constructor(
     private readonly fs: Fs,
     readonly dataDir: string,
@@ -125,6 +128,7 @@ export class TopicStore {
     options: TopicStoreOptions,
   ) {
     this.topicsDir = join(dataDir, "__cluster", "topics");
+    this.shared = options.cleanUpOrphans === false;
     this.newTopicId = options.newTopicId ?? randomTopicId;
     this.log = options.log ?? ((line) => console.warn(line));
   }
@@ -485,8 +489,12 @@ export class TopicStore {
   private async staleReason(path: string, topicName: string, partition: number): Promise<string | null> {
     const live = this.byName.get(topicName);
     const isLivePartition = live !== undefined && partition < live.partitions;
-    for (const name of await cleanTmpFiles(this.fs, path)) {
-      this.log(`topic-store: removed leftover tmp file ${join(path, name)}`);
+    // In cluster mode a live partition's tmp files are its leader's business (cleaned by its own open):
+    // one may be another broker's write in flight.
+    if (!(isLivePartition && this.shared)) {
+      for (const name of await cleanTmpFiles(this.fs, path)) {
+        this.log(`topic-store: removed leftover tmp file ${join(path, name)}`);
+      }
     }
     const metadataPath = join(path, PARTITION_METADATA_FILE);
     let stamp: PartitionMetadata | undefined;
@@ -502,7 +510,7 @@ export class TopicStore {
     }
     if (stamp === undefined) {
       // Created but not yet stamped when the process died: empty, and never part of a live topic.
-      if ((await this.fs.readdir(path)).length === 0) return `empty, without ${PARTITION_METADATA_FILE}`;
+      if ((await this.fs.readdir(path)).filter((name) => !isTmpFileName(name)).length === 0) return `empty, without ${PARTITION_METADATA_FILE}`;
       if (isLivePartition) throw new CorruptStateError(metadataPath, "missing in a partition directory of a live topic");
       this.log(`topic-store: leaving ${path} alone: not empty and without ${PARTITION_METADATA_FILE}, so not recognisably bunka's`);
       return null;

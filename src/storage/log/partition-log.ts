@@ -1871,7 +1871,10 @@ export class PartitionLog {
     const history = this.epochHistory;
     const latestEpoch = history.at(-1)?.epoch ?? 0;
     await ensureDir(fs, this.dir);
-    report.removedFiles.push(...(await cleanTmpFiles(fs, this.dir)));
+    // In cluster mode only this epoch's own tmp files: one of an older epoch's name may be a former
+    // leader's write still in flight (a frozen broker resumed), which a successor must leave alone.
+    const ownTmp = (name: string) => this.writerEpoch === 0 || tmpFileEpoch(name) === this.writerEpoch;
+    report.removedFiles.push(...(await cleanTmpFiles(fs, this.dir, ownTmp)));
     // Before the segments are listed: an interrupted cleaner swap decides which segment files exist.
     const swap = await recoverSwap(fs, this.dir, latestEpoch);
     report.completedSwap = swap.completed;
@@ -2167,4 +2170,10 @@ function headerProblem(
   }
   if (last >= segmentEnd) return `offsets up to ${last}, beyond the segment's end offset ${segmentEnd}`;
   return undefined;
+}
+
+/** The leader epoch in a tmp file's name (`<base>.e<E>.<ext>.<hex>.tmp`), 0 for a name without one. */
+function tmpFileEpoch(name: string): number {
+  const match = /\.e([1-9]\d{0,9})(?:\.|$)/.exec(name.replace(/\.[0-9a-f]{16}\.tmp$/, ""));
+  return match === null ? 0 : Number(match[1]);
 }

@@ -449,3 +449,26 @@ describe("a take-over at a newer epoch", () => {
     await next.close();
   });
 });
+
+describe("tmp files at a take-over", () => {
+  test("a take-over removes only its own epoch's tmp files: a former leader's write in flight is left alone", async () => {
+    const h = harness();
+    const a = await h.open(1);
+    await produce(a, idempotent(0, 2));
+    await a.close();
+    // A former leader (epoch 1) writing a snapshot, a crashed earlier attempt at epoch 2, a single-broker name.
+    const former = `${DIR}/producer-state.e1.snapshot.0123456789abcdef.tmp`;
+    const own = `${DIR}/producer-state.e2.snapshot.fedcba9876543210.tmp`;
+    const plain = `${DIR}/log-checkpoint.json.00112233445566aa.tmp`;
+    for (const path of [former, own, plain]) {
+      const handle = await h.fs.open(path, "w");
+      await handle.write(new Uint8Array([1, 2, 3]));
+      await handle.close();
+    }
+    const b = await h.open(2);
+    expect(await h.fs.stat(own)).toBeUndefined();
+    expect(await h.fs.stat(former)).toBeDefined();
+    expect(await h.fs.stat(plain)).toBeDefined();
+    await b.close();
+  });
+});

@@ -384,6 +384,18 @@ describe("TopicStore open-time recovery", () => {
     expect(await h.fs.readdir(`${DATA}/t-0`)).toEqual([PARTITION_METADATA_FILE]);
   });
 
+  test("cluster mode: the clean-up leaves a live partition's tmp files to its leader (another broker's write in flight), and removes the topics' own", async () => {
+    const h = harness();
+    ok(await (await h.open()).create({ name: "t", partitions: 1 }));
+    await (await h.fs.open(`${DATA}/__cluster/topics/t.json.0123456789abcdef.tmp`, "w")).close();
+    const inFlight = `${DATA}/t-0/producer-state.e3.snapshot.0123456789abcdef.tmp`;
+    await (await h.fs.open(inFlight, "w")).close();
+    const shared = await TopicStore.open(h.fs, DATA, h.clock, { cleanUpOrphans: false, log: (line) => h.logs.push(line) });
+    await shared.cleanUpOrphans();
+    expect(await h.fs.readdir(`${DATA}/__cluster/topics`)).toEqual(["t.json"]);
+    expect(await h.fs.stat(inFlight)).toBeDefined();
+  });
+
   test("regression: a corrupt topic file stops open with an error naming the file", async () => {
     const h = harness();
     const store = await h.open();
