@@ -581,7 +581,14 @@ async function copierScenario(client: ClientName, index: number, compactedOutput
   expect(await committedOffsets(group, input)).toEqual(inputEnds);
 
   // The transactional id rests in CompleteCommit with no partitions: no transaction of any run is left open.
-  const described = await withClient((wire) => wire.request(65, 0, { transactionalIds: [transactionalId] }));
+  // The last run was killed right after an EndTxn was answered, at its durable decision: the broker
+  // writes the markers and Complete* after the answer, so the check waits (bounded) for that to settle.
+  const describe = () => withClient((wire) => wire.request(65, 0, { transactionalIds: [transactionalId] }));
+  let described = await describe();
+  for (let i = 0; i < 150 && described.transactionStates[0].transactionState.startsWith("Prepare"); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    described = await describe();
+  }
   const state = described.transactionStates[0];
   expect({ errorCode: state.errorCode, state: state.transactionState, topics: state.topics }).toEqual({ errorCode: ErrorCode.NONE, state: "CompleteCommit", topics: [] });
 
