@@ -100,13 +100,7 @@ describe("three brokers, real clients", () => {
     });
   }, TIMEOUT);
 
-  // test.todo: fails at the time of writing (2 runs in 3). The cross-broker transaction path, being finished,
-  // makes Complete* durable once the markers for partitions led by another broker than the coordinator are
-  // queued for that leader, not once they are written (broker/26-end-txn.ts), so the producer's next
-  // transaction can reach such a partition before the previous marker: the raw log of c-txn-0 then holds t3's
-  // data, t4's data, two markers; read_committed misses committed records and a COMMIT marker follows aborted
-  // ones. Run it with `bun test --todo`.
-  test.todo("a Java transactional producer whose coordinator is not a partition's leader: read_committed sees exactly the committed transactions; kafka-transactions lists and describes it", async () => {
+  test("a Java transactional producer whose coordinator is not a partition's leader: read_committed sees exactly the committed transactions; kafka-transactions lists and describes it", async () => {
     await cluster.withLogs(async () => {
       await cluster.createTopic("c-txn", 2, { through: 3 });
       const { leaders } = await cluster.waitForBalanced(["c-txn"]);
