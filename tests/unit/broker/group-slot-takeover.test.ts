@@ -9,8 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { GroupCoordinator } from "../../../src/broker/group-coordinator.ts";
 import { TxnCoordinator } from "../../../src/broker/txn-coordinator.ts";
-import type { OwnedResource } from "../../../src/cluster/cluster-keys.ts";
-import { SingleBrokerOwnership, slotOf, type Ownership, type Standing } from "../../../src/cluster/ownership.ts";
+import { SingleBrokerOwnership, slotOf } from "../../../src/cluster/ownership.ts";
 import type { JoinGroupInput } from "../../../src/domain/groups/group-coordinator-state.ts";
 import { CorruptStateError } from "../../../src/errors/errors.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
@@ -21,6 +20,7 @@ import { offsetsJournalPathAt, SlotNotLoadedError } from "../../../src/storage/o
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
+import { groupSlotOwnership } from "../../support/group-slot-ownership.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
 
 const DATA = "/data";
@@ -35,28 +35,7 @@ const OTHER = (() => {
   for (let i = 0; ; i++) if (slotOf(`other-${i}`) !== SLOT) return `other-${i}`;
 })();
 
-/** Single-broker ownership, except for the group slots, which are elsewhere until a test says otherwise. */
-function clusterOwnership(selfId: number): Ownership & { groupStandings: Map<number, Standing> } {
-  const base = new SingleBrokerOwnership(selfId, "127.0.0.1", 9092);
-  const groupStandings = new Map<number, Standing>();
-  return {
-    selfId,
-    groupStandings,
-    brokers: () => base.brokers(),
-    controllerId: () => base.controllerId(),
-    partitionLeader: () => base.partitionLeader(),
-    slotOwner: () => base.slotOwner(),
-    standing: (resource: OwnedResource) =>
-      resource.kind === "group" ? (groupStandings.get(resource.slot) ?? { state: "elsewhere", brokerId: -1 }) : base.standing(),
-    // A group slot may be written while this broker's claim stands at that epoch (being taken over, owned
-    // or being handed over), as the ownership manager says.
-    mayAct: (resource: OwnedResource, epoch: number) => {
-      if (resource.kind !== "group") return base.mayAct(resource, epoch);
-      const standing = groupStandings.get(resource.slot);
-      return standing !== undefined && standing.state !== "elsewhere" && standing.epoch === epoch;
-    },
-  };
-}
+const clusterOwnership = groupSlotOwnership;
 
 interface Broker {
   ownership: ReturnType<typeof clusterOwnership>;

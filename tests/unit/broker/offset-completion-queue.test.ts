@@ -9,8 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { GroupCoordinator } from "../../../src/broker/group-coordinator.ts";
 import { TxnCoordinator, type TxnOffsetHook } from "../../../src/broker/txn-coordinator.ts";
-import type { OwnedResource } from "../../../src/cluster/cluster-keys.ts";
-import { SingleBrokerOwnership, slotOf, type Ownership, type Standing } from "../../../src/cluster/ownership.ts";
+import { SingleBrokerOwnership, slotOf, type Ownership} from "../../../src/cluster/ownership.ts";
 import type { WakeTarget, Waker } from "../../../src/cluster/waker.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
 import { silentLogger, type Logger } from "../../../src/platform/logger.ts";
@@ -21,6 +20,7 @@ import { offsetsDir } from "../../../src/storage/offset-store.ts";
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
+import { groupSlotOwnership } from "../../support/group-slot-ownership.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -32,28 +32,7 @@ const SIBLING = (() => {
   for (let i = 0; ; i++) if (slotOf(`sibling-${i}`) === SLOT) return `sibling-${i}`;
 })();
 
-/** Ownership that owns every transaction slot and partition, and the group slots a test gives it. */
-function clusterOwnership(selfId: number): Ownership & { groupStandings: Map<number, Standing> } {
-  const base = new SingleBrokerOwnership(selfId, "127.0.0.1", 9092);
-  const groupStandings = new Map<number, Standing>();
-  return {
-    selfId,
-    groupStandings,
-    brokers: () => base.brokers(),
-    controllerId: () => base.controllerId(),
-    partitionLeader: () => selfId,
-    slotOwner: () => selfId,
-    standing: (resource: OwnedResource) =>
-      resource.kind === "group" ? (groupStandings.get(resource.slot) ?? { state: "elsewhere", brokerId: -1 }) : base.standing(),
-    // A group slot may be written while this broker's claim stands at that epoch (being taken over, owned
-    // or being handed over), as the ownership manager says.
-    mayAct: (resource: OwnedResource, epoch: number) => {
-      if (resource.kind !== "group") return base.mayAct(resource, epoch);
-      const standing = groupStandings.get(resource.slot);
-      return standing !== undefined && standing.state !== "elsewhere" && standing.epoch === epoch;
-    },
-  };
-}
+const clusterOwnership = groupSlotOwnership;
 
 /** A waker in memory shared by the brokers of a test: every wake-up is recorded and delivered to all. */
 class MemoryWakers {
