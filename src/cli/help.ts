@@ -163,10 +163,11 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
 
 Precedence, highest first: flags > environment variables > config file > defaults.
 
-Cluster mode (--etcd): the broker registers in etcd under a lease, and Metadata and DescribeCluster list
-the live brokers. Partition leadership and coordinators are not moved between brokers yet: every broker
-answers for everything, so clients must use one broker. An unreachable etcd or a broker id another live
-process holds at start: one line, exit 2.
+Cluster mode (--etcd): several brokers share one data directory; each registers in etcd under a lease
+(broker.session.timeout.ms), claims an even share of the partitions and coordinator slots, and serves
+them; Metadata and FindCoordinator name the owners, so clients may connect to any broker. SIGTERM hands
+this broker's share over first. An unreachable etcd or a broker id another live process holds at start:
+one line, exit 2.
 
 Stop with SIGTERM or SIGINT: in-flight requests are answered, then the broker exits 0 (in cluster mode
 after revoking its etcd lease, which deregisters it). A second signal exits at once with code 130. A

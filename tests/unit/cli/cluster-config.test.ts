@@ -112,7 +112,7 @@ describe("runCli", () => {
   test("serve --help documents the cluster flag, its variable, its file keys and the session timeout", async () => {
     const c = cli();
     expect(await runCli(["serve", "--help"], c.deps)).toBe(0);
-    for (const word of ["--etcd URL", "BUNKA_ETCD", "etcd.endpoints", "broker.session.timeout.ms", "clients must use one broker", "exit 2"]) {
+    for (const word of ["--etcd URL", "BUNKA_ETCD", "etcd.endpoints", "broker.session.timeout.ms", "claims an even share", "share over first", "exit 2"]) {
       expect(c.stdout()).toContain(word);
     }
   });
