@@ -59,6 +59,22 @@ export async function writeFileAtomic(fs: Fs, path: string, bytes: Uint8Array): 
 }
 
 /**
+ * Removes `path` and makes the removal durable (its directory fsynced), so that a crash cannot bring it
+ * back; a file already gone is fine. Resolves whether this call removed it.
+ */
+export async function unlinkDurably(fs: Fs, path: string): Promise<boolean> {
+  const removed = await fs.unlink(path).then(
+    () => true,
+    (error: unknown) => {
+      if ((error as { code?: string }).code !== "ENOENT") throw error;
+      return false;
+    },
+  );
+  if (removed) await fsyncDirOrDie(fs, dirname(path), `after removing ${path}`);
+  return removed;
+}
+
+/**
  * Removes tmp files that a crash left in `dir` (those `mayRemove` allows) and returns their names.
  * Harmless to skip (nothing reads tmp files); it only keeps the directory from filling up over many
  * crashes. A file that vanishes before it is removed is skipped.

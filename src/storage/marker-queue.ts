@@ -22,10 +22,10 @@
  * Version 1 files (before the decision time) are still read: their name has no decision time, and they
  * count as decided at time 0, before any version 2 file of the same producer epoch.
  */
-import { basename, dirname, join } from "node:path";
+import { basename, join } from "node:path";
 import type { TopicPartitions } from "../domain/txn/txn-state.ts";
 import type { Fs } from "../platform/fs.ts";
-import { ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { ensureDir, unlinkDurably } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const MARKER_QUEUE_FORMAT = "txn-markers";
@@ -118,14 +118,7 @@ export class MarkerQueue {
    * transaction's batches on the partition.
    */
   async remove(path: string): Promise<void> {
-    const removed = await this.fs.unlink(path).then(
-      () => true,
-      (error: unknown) => {
-        if ((error as { code?: string }).code !== "ENOENT") throw error;
-        return false;
-      },
-    );
-    if (removed) await fsyncDirOrDie(this.fs, dirname(path), `after removing ${path}`);
+    await unlinkDurably(this.fs, path);
   }
 
   /**

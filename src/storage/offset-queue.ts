@@ -21,7 +21,7 @@
  */
 import { join } from "node:path";
 import type { Fs } from "../platform/fs.ts";
-import { ensureDir, fsyncDirOrDie } from "./atomic-file.ts";
+import { ensureDir, unlinkDurably } from "./atomic-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const OFFSET_QUEUE_FORMAT = "txn-offset-completion";
@@ -96,12 +96,7 @@ export class OffsetCompletionQueue {
 
   /** Removes a queued file once its effect is durable, and makes the removal durable (see the file comment). */
   async remove(path: string): Promise<void> {
-    let removed = true;
-    await this.fs.unlink(path).catch((error: unknown) => {
-      if ((error as { code?: string }).code !== "ENOENT") throw error;
-      removed = false;
-    });
-    if (removed) await fsyncDirOrDie(this.fs, join(path, ".."), `after removing ${path}`);
+    await unlinkDurably(this.fs, path);
   }
 
   private async dirOf(slot: number): Promise<string> {
