@@ -23,6 +23,7 @@ import { createBroker } from "./broker/broker.ts";
 import type { BrokerConfig } from "./broker/config.ts";
 import { type ClusterMetadata, startClusterMetadata } from "./broker/metadata-mutations.ts";
 import { ClusterMember, startupFailure } from "./cluster/cluster-member.ts";
+import { ENDTXN_PHASES } from "./broker/txn-coordinator.ts";
 import { EtcdWaker } from "./cluster/waker.ts";
 import { runCli } from "./cli/run.ts";
 import { VERSION } from "./cli/help.ts";
@@ -164,17 +165,27 @@ async function serve(config: BrokerConfig): Promise<number> {
     }
   }
 
-  // Test hook (tests/interop/transactions-java.test.ts): die by SIGKILL once an EndTxn decision is durable,
-  // before its markers, to test the recovery of a crash in that window. Read here only, never deeper.
-  const crashAfterPrepare = process.env.BUNKA_TEST_CRASH_AFTER_PREPARE === "1";
-  if (crashAfterPrepare) log.warn("BUNKA_TEST_CRASH_AFTER_PREPARE=1: this process kills itself after the first EndTxn decision");
+  // Test hook (tests/interop/transactions-java.test.ts, tests/cluster/endtxn-step-kills.test.ts): die by SIGKILL
+  // once the first EndTxn gets past the named phase (prepare, offsets, markers, complete), to test the recovery
+  // of a crash in that window. Read here only, never deeper.
+  const crashAfterPhase = process.env.BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP;
+  if (crashAfterPhase !== undefined && !(ENDTXN_PHASES as readonly string[]).includes(crashAfterPhase)) {
+    throw new Error(`BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP must be one of ${ENDTXN_PHASES.join(", ")}`);
+  }
+  if (crashAfterPhase !== undefined) log.warn(`BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP=${crashAfterPhase}: this process kills itself after that step of the first EndTxn`);
   // Test hook (tests/fault/endtxn-answered-crash.test.ts): the first EndTxn decision is answered and its
   // markers are never written by this process, so that the test can SIGKILL it in that window.
   const holdAfterAnswer = process.env.BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER === "1";
   if (holdAfterAnswer) log.warn("BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER=1: the first answered EndTxn decision never gets its markers from this process");
   let heldOne = false;
   const txnHooks = {
-    ...(crashAfterPrepare ? { afterPrepareDurable: () => process.kill(process.pid, "SIGKILL") } : {}),
+    ...(crashAfterPhase !== undefined
+      ? {
+          afterEndTxnStep: (phase: string) => {
+            if (phase === crashAfterPhase) process.kill(process.pid, "SIGKILL");
+          },
+        }
+      : {}),
     ...(holdAfterAnswer
       ? {
           afterEndTxnAnswered: (transactionalId: string) => {
@@ -194,7 +205,7 @@ async function serve(config: BrokerConfig): Promise<number> {
     observer: metrics,
     txnObserver: metrics,
     cleanerThreads: true,
-    ...(crashAfterPrepare || holdAfterAnswer ? { txn: txnHooks } : {}),
+    ...(crashAfterPhase !== undefined || holdAfterAnswer ? { txn: txnHooks } : {}),
     ...(clusterMember === undefined ? {} : { liveBrokers: () => clusterMember.liveBrokers() }),
     ...(waker === undefined ? {} : { waker }),
     // Large data directories take a while to recover: say how far it got, about every 10% and at the end.

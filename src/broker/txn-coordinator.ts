@@ -178,11 +178,13 @@ export interface TxnCoordinatorOptions {
    */
   queuedMarkersWaitMs?: number;
   /**
-   * Test hook, never set in production: called once an EndTxn decision (Prepare*) is durable and before it
-   * is answered or any of its effects run. main.ts sets it from BUNKA_TEST_CRASH_AFTER_PREPARE=1 to SIGKILL
-   * the process there, so a crash test lands in that window deterministically.
+   * Test hook, never set in production: called as each step of an EndTxn is done, before the next runs
+   * (`prepare`: Prepare* durable, before the answer and any effect; `offsets`: the offset hook done; `markers`:
+   * every marker written or queued (and applied, when the coordinator waits for that); `complete`: Complete*
+   * durable). main.ts sets it from BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP=<phase> to
+   * SIGKILL the process there, so a crash test lands in that window deterministically.
    */
-  afterPrepareDurable?: (transactionalId: string) => void;
+  afterEndTxnStep?: (phase: EndTxnPhase, transactionalId: string) => void;
   /**
    * Test hook, never set in production: awaited after an EndTxn decision is answered and before its effects
    * (fence, offsets, markers, Complete*). main.ts sets it from BUNKA_TEST_HOLD_AFTER_ENDTXN_ANSWER=1 to a
@@ -205,7 +207,8 @@ export const TXN_COMPLETION_HOLD_MAX_MS = 5_000;
  * added), `markers` until every self-led marker is durable and every peer-led one queued, `complete` until
  * Complete* is durable.
  */
-export type EndTxnPhase = "prepare" | "offsets" | "markers" | "complete";
+export const ENDTXN_PHASES = ["prepare", "offsets", "markers", "complete"] as const;
+export type EndTxnPhase = (typeof ENDTXN_PHASES)[number];
 
 /** Reports an EndTxn phase, timed from `sinceMs` or from the end of the previous phase. */
 type PhaseTimer = ((phase: EndTxnPhase, sinceMs?: number) => void) & { nowMs(): number };
@@ -622,7 +625,7 @@ export class TxnCoordinator {
         const decided = { errorCode: ErrorCode.NONE, producerId: decision.entry.producerId, producerEpoch: decision.entry.epoch };
         if (!decision.write) return answer(decided);
         phases?.("prepare");
-        if (isPrepare(decision.entry.state)) this.deps.options.afterPrepareDurable?.(id);
+        if (isPrepare(decision.entry.state)) this.deps.options.afterEndTxnStep?.("prepare", id);
         answer(decided);
         await this.deps.options.afterEndTxnAnswered?.(id);
         const completed = await this.carryOut(id, decision, phases, true);
@@ -1019,11 +1022,13 @@ export class TxnCoordinator {
         };
         await Promise.all(groups.map((group) => this.deps.offsets.completeTransactionalOffsets(group, producerId, action === "commit", txn)));
         phases?.("offsets", startMs);
+        this.deps.options.afterEndTxnStep?.("offsets", id);
       })();
       const markersDone = (async () => {
         if (effects.markers === undefined) return true;
         const done = await this.writeMarkers(id, effects.markers);
         phases?.("markers", startMs);
+        if (done) this.deps.options.afterEndTxnStep?.("markers", id);
         return done;
       })();
       const [, markersWritten] = await Promise.all([offsetsDone, markersDone]);
@@ -1084,10 +1089,14 @@ export class TxnCoordinator {
         return STORE_FAILED;
       }
       phases?.("complete");
+      this.deps.options.afterEndTxnStep?.("complete", id);
       return decision;
     }
     const durable = write.then(
-      () => phases?.("complete"),
+      () => {
+        phases?.("complete");
+        this.deps.options.afterEndTxnStep?.("complete", id);
+      },
       async (error: unknown) => {
         if (error instanceof FatalError) return this.background(error);
         this.deps.log.warn("completing a transaction failed; it is retried in the background", { transactionalId: id, error: String(error) });

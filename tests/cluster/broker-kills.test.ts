@@ -17,7 +17,8 @@
  * output read read_committed (the Java consumer) holds every input record exactly once, transformed, in
  * input order per partition, and nothing else. A copier that exits on its own (fatal error) is a failure.
  *
- *   CLUSTER_KILLS=20 bun test --timeout 900000 tests/cluster/broker-kills.test.ts      (more kills; default 6)
+ *   CLUSTER_KILLS=20 CLUSTER_EOS_KILLS=20 bun test --timeout 1800000 tests/cluster/broker-kills.test.ts
+ *                                                (the long version: 20 kills per run; default 6 and 3)
  *   CLUSTER_SEED=1234 ...                                                                (another seed; "random")
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -25,7 +26,6 @@ import { join } from "node:path";
 import { runKafkaTool } from "../support/apache-kafka.ts";
 import { BunkaCluster } from "../support/bunka-cluster.ts";
 import { compileJavaPrograms, JavaChild, ok, readIdempotentReport, runJava, sequenceProblems, startIdempotentProducer } from "../support/cluster-clients.ts";
-import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { envSeed } from "../support/fuzz-support.ts";
 import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
 import { killLiveChildren, LineChild } from "../support/line-child.ts";
@@ -42,6 +42,9 @@ const KILL_GAP_MS = { min: 500, max: 2500 };
 const JAVA_TOPIC = { name: "kill-java", partitions: 3 };
 const PY_TOPIC = { name: "kill-rdk", partitions: 6 };
 const SEQUENCE_TROUBLE = /OutOfOrderSequence|OUT_OF_ORDER_SEQUENCE|UnknownProducerId|UNKNOWN_PRODUCER_ID|InvalidProducerEpoch|INVALID_PRODUCER_EPOCH|DuplicateSequence|DUPLICATE_SEQUENCE|fatal/i;
+
+/** The Java producer's line for a sequence error it resends: "..., retrying (N attempts left). Error: OUT_OF_ORDER_SEQUENCE_NUMBER". */
+const RETRIED_OUT_OF_ORDER = /retrying \(\d+ attempts left\)\. Error: OUT_OF_ORDER_SEQUENCE_NUMBER/;
 
 let cluster: BunkaCluster;
 
@@ -102,15 +105,9 @@ test(`Java and librdkafka idempotent producers while a random broker is SIGKILLe
     const javaResult = await java;
     expect(await py.exitWithin(300_000), py.output()).toBe(0);
     const javaSummary = [...javaResult.stdout.matchAll(/^(\d+) records sent, [^\n]*$/gm)].at(-1);
-    const javaTrouble = javaResult.stderr.split("\n").filter((l) => SEQUENCE_TROUBLE.test(l) || /^\S+(Exception|Error)\b/.test(l));
-    expect({ code: javaResult.code, sent: javaSummary?.[1], trouble: javaTrouble.slice(0, 10) }).toEqual({ code: 0, sent: String(RECORDS), trouble: [] });
+    expect({ code: javaResult.code, sent: javaSummary?.[1] }).toEqual({ code: 0, sent: String(RECORDS) });
     const report = readIdempotentReport(pyOut);
-    expect({ delivered: report.delivered, failed: report.failed.slice(0, 5), fatal: report.fatal, trouble: report.errors.filter((e) => SEQUENCE_TROUBLE.test(e)) }).toEqual({
-      delivered: RECORDS,
-      failed: [],
-      fatal: null,
-      trouble: [],
-    });
+    expect({ delivered: report.delivered, failed: report.failed.slice(0, 5), fatal: report.fatal }).toEqual({ delivered: RECORDS, failed: [], fatal: null });
 
     const read = async (topic: { name: string; partitions: number }) => {
       const out = new Map<number, { offset: number; value: string | null }[]>();
@@ -131,6 +128,18 @@ test(`Java and librdkafka idempotent producers while a random broker is SIGKILLe
     expect(sequenceProblems(await read(PY_TOPIC), (v) => (/^py-\d{6}$/.test(v ?? "") ? Number(v!.slice(3)) : undefined), pyAcked).slice(0, 20)).toEqual([]);
     for (const [p, records] of javaRecords) expect(records.length, `${JAVA_TOPIC.name}-${p}`).toBeGreaterThan(0);
 
+    // The records decide first; then what the clients said on the way. A sequence error the client retried is
+    // the protocol at work, not trouble: a batch sent to the new leader while earlier ones were still in
+    // flight to the killed one is answered OUT_OF_ORDER_SEQUENCE_NUMBER (as Apache Kafka answers it), and the
+    // client resends it after them. Any other sequence or producer error, or one not retried, is trouble.
+    const javaTrouble = javaResult.stderr
+      .split("\n")
+      .filter((l) => (SEQUENCE_TROUBLE.test(l) && !RETRIED_OUT_OF_ORDER.test(l)) || /^\S+(Exception|Error)\b/.test(l));
+    const retried = javaResult.stderr.split("\n").filter((l) => RETRIED_OUT_OF_ORDER.test(l));
+    if (retried.length > 0) console.log(`broker-kills: the Java producer resent ${retried.length} batches answered OUT_OF_ORDER_SEQUENCE_NUMBER, e.g. ${retried[0]}`);
+    expect(javaTrouble.slice(0, 10)).toEqual([]);
+    expect(report.errors.filter((e) => SEQUENCE_TROUBLE.test(e))).toEqual([]);
+
     console.log(
       `broker-kills: seed ${SEED}, ${kills} kills, restart to balanced ${Math.min(...restartMs)}-${Math.max(...restartMs)} ms, ` +
         `${RECORDS} records each, ${(Date.now() - startedMs) / 1000} s`,
@@ -138,33 +147,10 @@ test(`Java and librdkafka idempotent producers while a random broker is SIGKILLe
   });
 }, 600_000);
 
-const EOS_RECORDS = 3000;
 const EOS_KILLS = Number(process.env.CLUSTER_EOS_KILLS ?? 3);
-
-/** The group's stable committed offsets of `topic` from its coordinator, or null while unstable or unanswered. */
-async function committedOffsets(group: string, topic: string, partitions: number): Promise<number[] | null> {
-  for (const id of cluster.liveIds()) {
-    try {
-      const found = await cluster.withClient(id, (c) => c.request(10, 4, { keyType: 0, coordinatorKeys: [group] }));
-      const coordinator = found.coordinators[0];
-      if (coordinator.errorCode !== ErrorCode.NONE || !cluster.liveIds().includes(coordinator.nodeId)) return null;
-      const res = await cluster.withClient(coordinator.nodeId, (c) =>
-        c.request(9, 8, { groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: Array.from({ length: partitions }, (_, p) => p) }] }], requireStable: true }),
-      );
-      const g = res.groups[0];
-      if (g.errorCode !== ErrorCode.NONE) return null;
-      const out: number[] = [];
-      for (const p of g.topics[0].partitions) {
-        if (p.errorCode !== ErrorCode.NONE) return null;
-        out[p.partitionIndex] = Number(p.committedOffset);
-      }
-      return out;
-    } catch {
-      /* a broker going away: ask another */
-    }
-  }
-  return null;
-}
+const EOS_RATE_PER_S = 200;
+/** Enough input to outlast the kills (each takes about the lease TTL plus a restart). */
+const EOS_RECORDS = Math.max(3000, EOS_KILLS * 5 * EOS_RATE_PER_S);
 
 type CopierClient = "java" | "librdkafka" | "franz-go";
 
@@ -188,9 +174,26 @@ test.each(["java", "librdkafka", "franz-go"] as const)(`EOS copier (%s) while a 
     const partitions = 3;
     for (const t of [input, output]) await cluster.createTopic(t, partitions);
     await cluster.waitForBalanced([input, output]);
+    // librdkafka joins as a dynamic member (as in tests/interop/eos-copier.test.ts); the others are static members.
+    // The franz-go helper takes one seed broker (it does not split a list); it learns the others from Metadata.
+    const bootstrap = client === "franz-go" ? cluster.bootstrapOf(1) : cluster.bootstrap;
+    const copier = startCopier(client, [bootstrap, input, output, group, `eos-txn-${client}`, client === "librdkafka" ? "-" : `eos-instance-${client}`, "50", "0", "-"]);
+    // The input is written while the copier copies and brokers die, so that every kill lands in the copy.
     const pyOut = join(cluster.dir, `eos-input-${client}.json`);
-    const feeder = startIdempotentProducer(cluster.bootstrap, input, EOS_RECORDS, 5000, pyOut);
+    const feeder = startIdempotentProducer(cluster.bootstrap, input, EOS_RECORDS, EOS_RATE_PER_S, pyOut);
+    await copier.waitFor(/^COMMIT /m, 120_000);
+    let kills = 0;
+    while (kills < EOS_KILLS || !feeder.done) {
+      if (copier.done) throw new Error(`the copier exited on its own\n${copier.output()}`);
+      await new Promise((resolve) => setTimeout(resolve, rng.int(KILL_GAP_MS.min, KILL_GAP_MS.max)));
+      const victim = rng.pick(cluster.liveIds());
+      await cluster.kill(victim, "SIGKILL");
+      kills++;
+      await cluster.restart(victim);
+      await cluster.waitForBalanced([input, output], { timeoutMs: 45_000 });
+    }
     expect(await feeder.exitWithin(120_000), feeder.output()).toBe(0);
+    expect(readIdempotentReport(pyOut).delivered).toBe(EOS_RECORDS);
     const inputRecords = new Map<number, { key: string; value: string }[]>();
     for (let p = 0; p < partitions; p++) {
       const contents = await cluster.readPartition(input, p);
@@ -198,27 +201,13 @@ test.each(["java", "librdkafka", "franz-go"] as const)(`EOS copier (%s) while a 
     }
     const inputEnds = [...inputRecords.values()].map((r) => r.length);
     expect(inputEnds.reduce((a, b) => a + b, 0)).toBe(EOS_RECORDS);
-
-    // librdkafka joins as a dynamic member (as in tests/interop/eos-copier.test.ts); the others are static members.
-    // The franz-go helper takes one seed broker (it does not split a list); it learns the others from Metadata.
-    const bootstrap = client === "franz-go" ? cluster.bootstrapOf(1) : cluster.bootstrap;
-    const copier = startCopier(client, [bootstrap, input, output, group, `eos-txn-${client}`, client === "librdkafka" ? "-" : `eos-instance-${client}`, "50", "0", "-"]);
-    await copier.waitFor(/^COMMIT /m, 120_000);
-    let kills = 0;
-    const deadline = Date.now() + 240_000;
+    const deadline = Date.now() + 120_000;
     for (;;) {
       if (copier.done) throw new Error(`the copier exited on its own\n${copier.output()}`);
-      const committed = await committedOffsets(group, input, partitions);
-      if (committed !== null && committed.join() === inputEnds.join() && kills >= EOS_KILLS) break;
+      const committed = await cluster.committedOffsets(group, input, partitions);
+      if (committed !== null && committed.join() === inputEnds.join()) break;
       if (Date.now() > deadline) throw new Error(`the copier did not finish: committed ${committed}, input ends ${inputEnds}, ${kills} kills\n${copier.output()}`);
-      if (kills < EOS_KILLS) {
-        await new Promise((resolve) => setTimeout(resolve, rng.int(KILL_GAP_MS.min, KILL_GAP_MS.max)));
-        const victim = rng.pick(cluster.liveIds());
-        await cluster.kill(victim, "SIGKILL");
-        kills++;
-        await cluster.restart(victim);
-        await cluster.waitForBalanced([input, output], { timeoutMs: 45_000 });
-      } else await new Promise((resolve) => setTimeout(resolve, 200));
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
     await copier.kill();
 

@@ -16,7 +16,7 @@
  *      admin client's WriteTxnMarkers) on a producer killed mid-transaction, run against bunka and against
  *      Apache Kafka on the same scenario: same tables (headers, states, offsets, partitions) and the same
  *      effect (the LSO advances); also transaction.timeout.ms bounds (1 ms accepted, 0 refused) as Apache;
- *   5. the compiled binary SIGKILLed between Prepare* and Complete* (BUNKA_TEST_CRASH_AFTER_PREPARE=1 makes it
+ *   5. the compiled binary SIGKILLed between Prepare* and Complete* (BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP=prepare makes it
  *      kill itself right after the EndTxn decision is durable, before any marker): on disk the decision is
  *      PrepareCommit / PrepareAbort and no marker exists; the restart completes it, the Java producer's
  *      commitTransaction / abortTransaction returns normally across the crash, the records are visible to
@@ -491,7 +491,7 @@ afterAll(async () => {
   await Promise.all([...hooked].map((p) => p.exited));
 });
 
-/** The binary with BUNKA_TEST_CRASH_AFTER_PREPARE=1 (binary.ts clears BUNKA_* variables, hence this spawn). */
+/** The binary with BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP=prepare (binary.ts clears BUNKA_* variables, hence this spawn). */
 async function startWithCrashHook(port: number): Promise<{ proc: Bun.Subprocess<"ignore", "pipe", number>; port: number }> {
   const deadline = Date.now() + 15_000;
   for (;;) {
@@ -500,7 +500,7 @@ async function startWithCrashHook(port: number): Promise<{ proc: Bun.Subprocess<
       stdin: "ignore",
       stdout: "pipe",
       stderr: logFd,
-      env: cleanEnv({ BUNKA_TEST_CRASH_AFTER_PREPARE: "1" }),
+      env: cleanEnv({ BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP: "prepare" }),
     });
     closeSync(logFd);
     hooked.add(proc);

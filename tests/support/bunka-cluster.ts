@@ -152,7 +152,7 @@ export class BunkaCluster {
     return this.paused.has(id);
   }
 
-  private async startBroker(id: number): Promise<BunkaProcess> {
+  private async startBroker(id: number, env?: Record<string, string | undefined>): Promise<BunkaProcess> {
     if (this.processes.get(id) !== undefined) throw new Error(`broker ${id} is already running`);
     const process = await BunkaProcess.start({
       binary: this.binary,
@@ -163,6 +163,7 @@ export class BunkaCluster {
       // A broker killed -9 leaves its registration until its lease expires; the new process waits for that.
       startTimeoutMs: 60_000 + 3 * this.sessionTimeoutMs,
       bindRetryMs: 30_000,
+      ...(env === undefined ? {} : { env }),
     });
     this.processes.set(id, process);
     void process.exited.then(() => {
@@ -182,9 +183,12 @@ export class BunkaCluster {
     return code;
   }
 
-  /** Starts broker `id` again (it must be stopped) on its port; resolves at its start-up line. */
-  restart(id: number): Promise<BunkaProcess> {
-    return this.startBroker(id);
+  /**
+   * Starts broker `id` again (it must be stopped) on its port; resolves at its start-up line. `env`: changes
+   * to its environment for this start only (test hooks such as BUNKA_TEST_CRASH_AFTER_ENDTXN_STEP).
+   */
+  restart(id: number, opts: { env?: Record<string, string | undefined> } = {}): Promise<BunkaProcess> {
+    return this.startBroker(id, opts.env);
   }
 
   /** SIGSTOP: the process keeps its sockets and its lease stops being renewed. */
@@ -303,6 +307,43 @@ export class BunkaCluster {
     const shares = new Map<number, number>(live.map((id) => [id, 0]));
     for (const leader of reference!.values()) shares.set(leader, (shares.get(leader) ?? 0) + 1);
     return { leaders: reference!, shares };
+  }
+
+  /**
+   * The first key `<prefix>-<i>` whose coordinator (FindCoordinator, keyType 0 group / 1 transaction, asked of
+   * a live broker) is broker `owner`.
+   */
+  async keyCoordinatedBy(owner: number, keyType: 0 | 1, prefix: string): Promise<string> {
+    const keys = Array.from({ length: 200 }, (_, i) => `${prefix}-${i}`);
+    const res = await this.withClient(this.liveIds()[0]!, (c) => c.request(10, 4, { keyType, coordinatorKeys: keys }));
+    const found = (res.coordinators as { key: string; nodeId: number; errorCode: number }[]).find((co) => co.errorCode === ErrorCode.NONE && co.nodeId === owner);
+    if (found === undefined) throw new Error(`no key ${prefix}-0..199 of type ${keyType} is coordinated by broker ${owner}`);
+    return found.key;
+  }
+
+  /** The group's stable committed offsets of `topic` (-1: none) from its coordinator, or null while unstable or unanswered. */
+  async committedOffsets(group: string, topic: string, partitions: number): Promise<number[] | null> {
+    for (const id of this.liveIds()) {
+      try {
+        const found = await this.withClient(id, (c) => c.request(10, 4, { keyType: 0, coordinatorKeys: [group] }));
+        const coordinator = found.coordinators[0];
+        if (coordinator.errorCode !== ErrorCode.NONE || !this.liveIds().includes(coordinator.nodeId)) return null;
+        const res = await this.withClient(coordinator.nodeId, (c) =>
+          c.request(9, 8, { groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: Array.from({ length: partitions }, (_, p) => p) }] }], requireStable: true }),
+        );
+        const g = res.groups[0];
+        if (g.errorCode !== ErrorCode.NONE) return null;
+        const out: number[] = [];
+        for (const p of g.topics[0].partitions) {
+          if (p.errorCode !== ErrorCode.NONE) return null;
+          out[p.partitionIndex] = Number(p.committedOffset);
+        }
+        return out;
+      } catch {
+        /* a broker going away: ask another */
+      }
+    }
+    return null;
   }
 
   /** The leader of a partition as a live broker names it (-1 when none does). */

@@ -35,6 +35,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                     COMMITTED 0 / ABORTED 0 with the milliseconds the EndTxn took (retries across a broker
  *                     restart included).
  *   decide <partitions> <n> <commit|abort> [<group> <offset>]  one transaction of n records over the partitions
+ *                     (a count: 0 .. count-1; or a comma-separated list such as 1,4 or 4,)
  *                     (with the group's offset + p for every partition p when a group is given:
  *                     sendOffsetsToTransaction), then commits or aborts at once and prints COMMITTED 0 /
  *                     ABORTED 0 with the milliseconds the EndTxn took, as soon as it returned.
@@ -87,12 +88,23 @@ public class TxnProducer {
   }
 
   static List<Future<RecordMetadata>> send(KafkaProducer<String, String> producer, String topic, int partitions, String prefix, int txn, int n) {
+    return sendTo(producer, topic, java.util.stream.IntStream.range(0, partitions).toArray(), prefix, txn, n);
+  }
+
+  /** Record i to partitions[i % partitions.length]. */
+  static List<Future<RecordMetadata>> sendTo(KafkaProducer<String, String> producer, String topic, int[] partitions, String prefix, int txn, int n) {
     List<Future<RecordMetadata>> futures = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       String key = prefix + "-" + txn + "-" + i;
-      futures.add(producer.send(new ProducerRecord<>(topic, i % partitions, key, key)));
+      futures.add(producer.send(new ProducerRecord<>(topic, partitions[i % partitions.length], key, key)));
     }
     return futures;
+  }
+
+  /** "3": partitions 0, 1 and 2; "1,4": partitions 1 and 4. */
+  static int[] partitionsOf(String arg) {
+    if (!arg.contains(",")) return java.util.stream.IntStream.range(0, Integer.parseInt(arg)).toArray();
+    return java.util.Arrays.stream(arg.split(",")).mapToInt(Integer::parseInt).toArray();
   }
 
   static void batches(KafkaProducer<String, String> producer, String topic, String prefix, List<String> rest) throws Exception {
@@ -181,14 +193,14 @@ public class TxnProducer {
   }
 
   static void decide(KafkaProducer<String, String> producer, String topic, String prefix, List<String> rest) throws Exception {
-    int partitions = Integer.parseInt(rest.get(0));
+    int[] partitions = partitionsOf(rest.get(0));
     int n = Integer.parseInt(rest.get(1));
     producer.beginTransaction();
-    for (Future<RecordMetadata> f : send(producer, topic, partitions, prefix, 0, n)) f.get();
+    for (Future<RecordMetadata> f : sendTo(producer, topic, partitions, prefix, 0, n)) f.get();
     if (rest.size() > 4) {
       long offset = Long.parseLong(rest.get(4));
       Map<TopicPartition, OffsetAndMetadata> offsets = new java.util.HashMap<>();
-      for (int p = 0; p < partitions; p++) offsets.put(new TopicPartition(topic, p), new OffsetAndMetadata(offset + p));
+      for (int p : partitions) offsets.put(new TopicPartition(topic, p), new OffsetAndMetadata(offset + p));
       producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(rest.get(3)));
     }
     endTimed(producer, rest.get(2));
