@@ -178,6 +178,11 @@ export interface TxnCoordinatorOptions {
    */
   queuedMarkersWaitMs?: number;
   /**
+   * The pauses between looks at the queued files while waiting (the first, doubling up to the longest);
+   * default 5 and 200 ms. A "markers-applied" wake-up for this broker cuts a pause short.
+   */
+  queuedMarkersPausesMs?: { firstMs: number; maxMs: number };
+  /**
    * Test hook, never set in production: called as each step of an EndTxn is done, before the next runs
    * (`prepare`: Prepare* durable, before the answer and any effect; `offsets`: the offset hook done; `markers`:
    * every marker written or queued (and applied, when the coordinator waits for that); `complete`: Complete*
@@ -299,6 +304,9 @@ function isPrepare(state: TxnState | undefined): boolean {
 export class TxnCoordinator {
   private ready = false;
   private closed = false;
+  /** `queuedMarkersApplied` waits between looks, cut short by a "markers-applied" wake-up. */
+  private readonly appliedWaiters = new Set<() => void>();
+  private readonly stopAppliedWakes: (() => void) | undefined;
   private readonly locks = new Map<string, Promise<void>>();
   /**
    * Every entry as tracked (see `track`), by transactional id (the reaper looks for Ongoing ones there) and
@@ -343,6 +351,13 @@ export class TxnCoordinator {
     this.coordinatorEpoch = deps.options.coordinatorEpoch ?? DEFAULT_COORDINATOR_EPOCH;
     this.expirationMs = deps.options.transactionalIdExpirationMs ?? TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
     this.holdMaxMs = deps.options.completionHoldMaxMs ?? TXN_COMPLETION_HOLD_MAX_MS;
+    // A peer applied markers this broker queued: the transactions waiting for them look again now.
+    this.stopAppliedWakes = deps.waker?.onWake((target) => {
+      if (target.kind !== "markers-applied" || target.brokerId !== deps.ownership.selfId) return;
+      const waiting = [...this.appliedWaiters];
+      this.appliedWaiters.clear();
+      for (const resolve of waiting) resolve();
+    });
   }
 
   // ---- life cycle ------------------------------------------------------------------------------
@@ -431,6 +446,9 @@ export class TxnCoordinator {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stopAppliedWakes?.();
+    for (const resolve of this.appliedWaiters) resolve();
+    this.appliedWaiters.clear();
     for (const timer of this.timers) clearInterval(timer);
     await this.recovery?.catch(() => undefined);
     await Promise.all([...this.passes]).catch(() => undefined);
@@ -1122,8 +1140,8 @@ export class TxnCoordinator {
   }
 
   /**
-   * Self-led markers appended (durable before the call resolves), then peer-led ones queued durably for
-   * their leaders. Returns whether every partition is done (written, dropped as gone, superseded, or
+   * Self-led markers appended (durable before the call resolves) while peer-led ones are queued durably
+   * for their leaders. Returns whether every partition is done (written, dropped as gone, superseded, or
    * queued).
    */
   private async writeMarkers(id: string, markers: MarkersEffect): Promise<boolean> {
@@ -1153,7 +1171,8 @@ export class TxnCoordinator {
       commit: markers.result === "commit",
       coordinatorEpoch: markers.coordinatorEpoch,
     };
-    const results = await Promise.all(
+    // The self-led markers and the peers' queue files are independent: their fsyncs overlap.
+    const written = Promise.all(
       local.map(async (tp) => {
         try {
           return markerDisposition(await this.deps.partitions.writeMarker(tp.topic, tp.partition, spec));
@@ -1164,6 +1183,23 @@ export class TxnCoordinator {
         }
       }),
     );
+    const queued = Promise.all(
+      [...peers].map(async ([broker, tps]) => {
+        await this.deps.markerQueue.enqueue(broker, {
+          transactionalId: id,
+          producerId: markers.producerId,
+          producerEpoch: markers.producerEpoch,
+          coordinatorEpoch: markers.coordinatorEpoch,
+          result: markers.result,
+          partitions: toTopicPartitions(tps),
+          decidedMs: markers.decidedMs,
+        });
+        this.deps.waker?.wake({ kind: "broker", brokerId: broker });
+        for (const tp of tps) finished.add(tpKey(tp));
+        record.queued = true;
+      }),
+    );
+    const [results] = await Promise.all([written, queued]);
     results.forEach((outcome, i) => {
       const tp = local[i]!;
       if (outcome === "retry") {
@@ -1173,20 +1209,6 @@ export class TxnCoordinator {
       finished.add(tpKey(tp));
       if (outcome !== "written") log.info(`transaction marker ${outcome}`, { transactionalId: id, topic: tp.topic, partition: tp.partition });
     });
-    for (const [broker, tps] of peers) {
-      await this.deps.markerQueue.enqueue(broker, {
-        transactionalId: id,
-        producerId: markers.producerId,
-        producerEpoch: markers.producerEpoch,
-        coordinatorEpoch: markers.coordinatorEpoch,
-        result: markers.result,
-        partitions: toTopicPartitions(tps),
-        decidedMs: markers.decidedMs,
-      });
-      this.deps.waker?.wake({ kind: "broker", brokerId: broker });
-      for (const tp of tps) finished.add(tpKey(tp));
-      record.queued = true;
-    }
     if (done && record.queued && this.deps.options.queuedMarkersWaitMs !== undefined) done = await this.queuedMarkersApplied(id, markers, this.deps.options.queuedMarkersWaitMs);
     return done;
   }
@@ -1203,9 +1225,12 @@ export class TxnCoordinator {
   private async queuedMarkersApplied(id: string, markers: MarkersEffect, waitMs: number): Promise<boolean> {
     const { markerQueue, ownership, log } = this.deps;
     if (markerQueue.filesOf === undefined) return true;
-    // The wait is counted in the pauses it made (5 ms, doubling to 200 ms), not read from a clock.
+    // The wait is counted in the pauses it made (5 ms, doubling to 200 ms by default), not read from a clock; a pause cut
+    // short because a peer said it applied markers of this broker's counts what the clock says it took (at
+    // least 1 ms), and the next pause is no longer.
+    const pauses = this.deps.options.queuedMarkersPausesMs ?? QUEUED_MARKERS_PAUSES_MS_DEFAULT;
     let waitedMs = 0;
-    let pauseMs = 5;
+    let pauseMs = pauses.firstMs;
     for (;;) {
       const files = await markerQueue.filesOf(markers);
       if (files.length === 0) return true;
@@ -1215,10 +1240,30 @@ export class TxnCoordinator {
         log.info("queued transaction markers are not applied yet; the transaction completes once they are", { transactionalId: id, files: files.length });
         return false;
       }
-      await new Promise<void>((resolve) => setTimeout(resolve, pauseMs));
-      waitedMs += pauseMs;
-      pauseMs = Math.min(pauseMs * 2, 200);
+      const sinceMs = this.now();
+      if (await this.appliedOrAfter(pauseMs)) waitedMs += Math.min(pauseMs, Math.max(1, this.now() - sinceMs));
+      else {
+        waitedMs += pauseMs;
+        pauseMs = Math.min(pauseMs * 2, pauses.maxMs);
+      }
     }
+  }
+
+  /**
+   * Resolves after `pauseMs` (false), or at the next "markers-applied" wake-up for this broker if sooner
+   * (true). The wake-up carries nothing: the caller looks at the files again either way.
+   */
+  private appliedOrAfter(pauseMs: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const settle = (woken: boolean) => {
+        clearTimeout(timer);
+        this.appliedWaiters.delete(wake);
+        resolve(woken);
+      };
+      const wake = () => settle(true);
+      const timer = setTimeout(() => settle(false), pauseMs);
+      this.appliedWaiters.add(wake);
+    });
   }
 
   /** Re-queues a file left for a broker that is not live to each partition's current leader, then removes it. */
@@ -1257,6 +1302,9 @@ export class TxnCoordinator {
 
 /** Cluster mode: how long a completion waits for peers to apply its queued markers before it is left to the retries. */
 export const QUEUED_MARKERS_WAIT_MS_DEFAULT = 10_000;
+
+/** Cluster mode: the pauses between looks at a decision's queued files (see `queuedMarkersPausesMs`). */
+export const QUEUED_MARKERS_PAUSES_MS_DEFAULT = { firstMs: 5, maxMs: 200 } as const;
 
 /**
  * TxnOffsetCommit's check of the transaction (Apache's handleVerifyPartitionsInTransaction for the group's

@@ -15,22 +15,33 @@
  * - anything else (not the leader, a storage error): retried.
  * A partition whose leader is unknown (-1) is retried too: losing a marker would pin its LSO forever.
  *
- * In cluster mode a wake-up (cluster/waker.ts) for this broker polls at once, and a broker that markers
- * are handed on to is woken; the poll stays the fallback.
+ * In cluster mode a wake-up (cluster/waker.ts) for this broker polls at once, a broker that markers are
+ * handed on to is woken, and so is the coordinator of a file applied in full (it completes the
+ * transaction once none of its files is left); the poll stays the fallback.
  *
  * Also the ports the coordinator and this watcher share with the partition side (PartitionManager
  * implements them): `WriteMarker`.
  */
+import { basename } from "node:path";
 import { eachPartition, toTopicPartitions } from "../domain/txn/txn-state.ts";
 import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
-import type { Ownership } from "./ownership.ts";
+import { slotOf, type Ownership } from "./ownership.ts";
 import type { Waker } from "./waker.ts";
 
 /** How often a broker looks for markers queued for it. */
 export const MARKER_QUEUE_POLL_INTERVAL_MS = 2_000;
+
+/** Producers whose queued files one poll applies at once (each a few fsyncs, shared when concurrent). */
+const MAX_FILES_AT_ONCE = 64;
+
+/** The producer a queued file belongs to: its name's `<producerId>-` prefix (storage/marker-queue.ts). */
+function producerOfFile(path: string): string {
+  const name = basename(path);
+  return name.slice(0, name.indexOf("-"));
+}
 
 export interface MarkerSpec {
   readonly producerId: number;
@@ -142,81 +153,105 @@ export class MarkerQueueWatcher {
     await this.polling?.catch(() => undefined);
   }
 
+  /**
+   * The files of different producers are applied at once, so that their markers and removals share
+   * fsyncs (with many producers a serial pass made every transaction wait for all those queued before
+   * it); one producer's files go one after the other, in `list`'s order (see storage/marker-queue.ts).
+   */
   private async pollNow(): Promise<MarkerPollResult> {
+    const { queue, ownership } = this.deps;
+    const result: MarkerPollResult = { files: 0, completed: 0, written: 0, forwarded: 0, retried: 0 };
+    const byProducer = new Map<string, string[]>();
+    for (const path of await queue.list(ownership.selfId)) {
+      const producer = producerOfFile(path);
+      byProducer.set(producer, [...(byProducer.get(producer) ?? []), path]);
+    }
+    const lanes = [...byProducer.values()];
+    const runLane = async (): Promise<void> => {
+      for (let lane = lanes.shift(); lane !== undefined; lane = lanes.shift()) {
+        for (const path of lane) {
+          if (this.stopped) return;
+          await this.applyFile(path, result);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(MAX_FILES_AT_ONCE, lanes.length) }, runLane));
+    return result;
+  }
+
+  /** Applies one queued file: this broker's markers written, others handed on, the file removed or rewritten. */
+  private async applyFile(path: string, result: MarkerPollResult): Promise<void> {
     const { queue, ownership, log } = this.deps;
     const self = ownership.selfId;
-    const result: MarkerPollResult = { files: 0, completed: 0, written: 0, forwarded: 0, retried: 0 };
-    for (const path of await queue.list(self)) {
-      if (this.stopped) break;
-      result.files += 1;
-      let markers: QueuedMarkers | undefined;
-      try {
-        markers = await queue.read(path);
-      } catch (error) {
-        if (error instanceof FatalError) throw error;
-        if (!this.reportedCorrupt.has(path)) {
-          this.reportedCorrupt.add(path);
-          log.error("a queued transaction marker file cannot be read; it is left in place", { path, error: String(error) });
-        }
-        continue;
+    result.files += 1;
+    let markers: QueuedMarkers | undefined;
+    try {
+      markers = await queue.read(path);
+    } catch (error) {
+      if (error instanceof FatalError) throw error;
+      if (!this.reportedCorrupt.has(path)) {
+        this.reportedCorrupt.add(path);
+        log.error("a queued transaction marker file cannot be read; it is left in place", { path, error: String(error) });
       }
-      if (markers === undefined) continue;
-      const remaining: { topic: string; partition: number }[] = [];
-      const forwards = new Map<number, { topic: string; partition: number }[]>();
-      const local: { topic: string; partition: number }[] = [];
-      let total = 0;
-      for (const tp of eachPartition(markers.partitions)) {
-        total += 1;
-        const leader = ownership.partitionLeader(tp.topic, tp.partition);
-        if (leader === self) local.push(tp);
-        else if (leader >= 0) forwards.set(leader, [...(forwards.get(leader) ?? []), tp]);
-        else remaining.push(tp);
-      }
-      const spec: MarkerSpec = {
-        producerId: markers.producerId,
-        producerEpoch: markers.producerEpoch,
-        commit: markers.result === "commit",
-        coordinatorEpoch: markers.coordinatorEpoch,
-      };
-      const outcomes = await Promise.all(
-        local.map(async (tp) => {
-          try {
-            return markerDisposition(await this.deps.writeMarker(tp.topic, tp.partition, spec));
-          } catch (error) {
-            if (error instanceof FatalError) throw error;
-            log.warn("writing a queued transaction marker failed; it stays queued", { topic: tp.topic, partition: tp.partition, error: String(error) });
-            return "retry" as const;
-          }
-        }),
-      );
-      outcomes.forEach((outcome, i) => {
-        const tp = local[i]!;
-        if (outcome === "retry") remaining.push(tp);
-        else if (outcome === "written") {
-          result.written += 1;
-          this.deps.onMarkerWritten?.(tp.topic, tp.partition, spec);
-        }
-        else log.info(`queued transaction marker ${outcome}`, { topic: tp.topic, partition: tp.partition, producerId: markers.producerId, producerEpoch: markers.producerEpoch });
-      });
-      for (const [broker, tps] of forwards) {
+      return;
+    }
+    if (markers === undefined) return;
+    const remaining: { topic: string; partition: number }[] = [];
+    const forwards = new Map<number, { topic: string; partition: number }[]>();
+    const local: { topic: string; partition: number }[] = [];
+    let total = 0;
+    for (const tp of eachPartition(markers.partitions)) {
+      total += 1;
+      const leader = ownership.partitionLeader(tp.topic, tp.partition);
+      if (leader === self) local.push(tp);
+      else if (leader >= 0) forwards.set(leader, [...(forwards.get(leader) ?? []), tp]);
+      else remaining.push(tp);
+    }
+    const spec: MarkerSpec = {
+      producerId: markers.producerId,
+      producerEpoch: markers.producerEpoch,
+      commit: markers.result === "commit",
+      coordinatorEpoch: markers.coordinatorEpoch,
+    };
+    const outcomes = await Promise.all(
+      local.map(async (tp) => {
         try {
-          await queue.enqueue(broker, { ...markers, partitions: toTopicPartitions(tps) }, self);
-          result.forwarded += tps.length;
-          this.deps.waker?.wake({ kind: "broker", brokerId: broker });
+          return markerDisposition(await this.deps.writeMarker(tp.topic, tp.partition, spec));
         } catch (error) {
           if (error instanceof FatalError) throw error;
-          remaining.push(...tps);
+          log.warn("writing a queued transaction marker failed; it stays queued", { topic: tp.topic, partition: tp.partition, error: String(error) });
+          return "retry" as const;
         }
-      }
-      if (remaining.length === 0) {
-        await queue.remove(path);
-        result.completed += 1;
-      } else {
-        result.retried += remaining.length;
-        if (remaining.length < total) await queue.replace(path, { ...markers, partitions: toTopicPartitions(remaining) });
+      }),
+    );
+    outcomes.forEach((outcome, i) => {
+      const tp = local[i]!;
+      if (outcome === "retry") remaining.push(tp);
+      else if (outcome === "written") {
+        result.written += 1;
+        this.deps.onMarkerWritten?.(tp.topic, tp.partition, spec);
+      } else log.info(`queued transaction marker ${outcome}`, { topic: tp.topic, partition: tp.partition, producerId: markers.producerId, producerEpoch: markers.producerEpoch });
+    });
+    for (const [broker, tps] of forwards) {
+      try {
+        await queue.enqueue(broker, { ...markers, partitions: toTopicPartitions(tps) }, self);
+        result.forwarded += tps.length;
+        this.deps.waker?.wake({ kind: "broker", brokerId: broker });
+      } catch (error) {
+        if (error instanceof FatalError) throw error;
+        remaining.push(...tps);
       }
     }
-    return result;
+    if (remaining.length === 0) {
+      await queue.remove(path);
+      result.completed += 1;
+      // The coordinator completes the transaction once none of its files is left: tell it now.
+      const coordinator = ownership.slotOwner("txn", slotOf(markers.transactionalId));
+      if (coordinator >= 0) this.deps.waker?.wake({ kind: "markers-applied", brokerId: coordinator });
+    } else {
+      result.retried += remaining.length;
+      if (remaining.length < total) await queue.replace(path, { ...markers, partitions: toTopicPartitions(remaining) });
+    }
   }
 
   private background(error: unknown): void {

@@ -8,6 +8,9 @@
  * In cluster mode (`EtcdWaker`) a wake-up is a put of one key per target, which every broker watches:
  *
  *   /bunka/<clusterId>/wake/broker/<brokerId>   markers queued for that broker
+ *   /bunka/<clusterId>/wake/markers-applied/<brokerId>
+ *                                               a peer applied markers that broker's coordinator queued
+ *                                               (its transactions waiting to complete look again)
  *   /bunka/<clusterId>/wake/group-slot/<slot>   offset completions queued for that group slot (its owner
  *                                               drains it; the others ignore it)
  *   /bunka/<clusterId>/wake/fences              a producer fence was published (every broker reads)
@@ -22,7 +25,11 @@ import type { EtcdClient } from "./etcd/etcd-client.ts";
 import { EtcdWatch } from "./etcd/etcd-watch.ts";
 import { SLOT_COUNT } from "./ownership.ts";
 
-export type WakeTarget = { kind: "broker"; brokerId: number } | { kind: "group-slot"; slot: number } | { kind: "fences" };
+export type WakeTarget =
+  | { kind: "broker"; brokerId: number }
+  | { kind: "markers-applied"; brokerId: number }
+  | { kind: "group-slot"; slot: number }
+  | { kind: "fences" };
 
 export interface Waker {
   /** Tells the target to look at its queue now. Never throws; a failure is logged (the poll finds the work). */
@@ -46,8 +53,9 @@ export function wakePrefix(clusterId: string): string {
 export function wakeKey(clusterId: string, target: WakeTarget): string {
   switch (target.kind) {
     case "broker":
+    case "markers-applied":
       if (!Number.isInteger(target.brokerId) || target.brokerId < 0) throw new RangeError(`invalid broker id ${target.brokerId}`);
-      return `${wakePrefix(clusterId)}broker/${target.brokerId}`;
+      return `${wakePrefix(clusterId)}${target.kind}/${target.brokerId}`;
     case "group-slot":
       if (!Number.isInteger(target.slot) || target.slot < 0 || target.slot >= SLOT_COUNT) throw new RangeError(`invalid group slot ${target.slot}`);
       return `${wakePrefix(clusterId)}group-slot/${target.slot}`;
@@ -62,10 +70,10 @@ export function wakeTargetOfKey(clusterId: string, key: string): WakeTarget | un
   if (!key.startsWith(prefix)) return undefined;
   const rest = key.slice(prefix.length);
   if (rest === "fences") return { kind: "fences" };
-  const match = /^(broker|group-slot)\/(0|[1-9][0-9]{0,9})$/.exec(rest);
+  const match = /^(broker|markers-applied|group-slot)\/(0|[1-9][0-9]{0,9})$/.exec(rest);
   if (match === null) return undefined;
   const n = Number(match[2]);
-  if (match[1] === "broker") return n <= 0x7fffffff ? { kind: "broker", brokerId: n } : undefined;
+  if (match[1] === "broker" || match[1] === "markers-applied") return n <= 0x7fffffff ? { kind: match[1], brokerId: n } : undefined;
   return n < SLOT_COUNT ? { kind: "group-slot", slot: n } : undefined;
 }
 
@@ -107,6 +115,7 @@ export class EtcdWaker implements Waker {
           // Wake-ups were missed: look at everything this broker may have to do, once.
           const read = await client.range(prefix, { prefix: true, limit: 1 });
           waker.deliver({ kind: "broker", brokerId: options.selfId });
+          waker.deliver({ kind: "markers-applied", brokerId: options.selfId });
           waker.deliver({ kind: "fences" });
           for (let slot = 0; slot < SLOT_COUNT; slot++) waker.deliver({ kind: "group-slot", slot });
           return read.header.revision + 1n;
@@ -148,7 +157,7 @@ export class EtcdWaker implements Waker {
 
   private deliver(target: WakeTarget): void {
     // Markers are woken for their broker only; group slots and fences concern whoever serves them.
-    if (target.kind === "broker" && target.brokerId !== this.options.selfId) return;
+    if ((target.kind === "broker" || target.kind === "markers-applied") && target.brokerId !== this.options.selfId) return;
     for (const listener of [...this.listeners]) {
       try {
         listener(target);

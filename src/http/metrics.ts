@@ -15,7 +15,7 @@
 import type { RequestObserver } from "../broker/dispatcher.ts";
 import type { ResourceKind } from "../cluster/cluster-keys.ts";
 import type { OwnershipMove } from "../cluster/ownership-manager.ts";
-import type { EndTxnPhase, TxnObserver } from "../broker/txn-coordinator.ts";
+import { ENDTXN_PHASES, type EndTxnPhase, type TxnObserver } from "../broker/txn-coordinator.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 
 /** Request latency buckets, in seconds: from sub-millisecond produce acks to long-polling fetches. */
@@ -137,8 +137,6 @@ export type FsyncKind = "file" | "dir";
 /** How a batch of fsync requests was made durable (platform/batched-sync.ts). */
 export type FsyncBatchMethod = "syncfs" | "fsync";
 
-const END_TXN_PHASES: readonly EndTxnPhase[] = ["prepare", "offsets", "markers", "complete"];
-
 /** The metrics recorded as things happen. One per process, built by main.ts (no module-level state). */
 export class BrokerMetrics implements RequestObserver, TxnObserver {
   private readonly requests = new Map<number, RequestSeries>();
@@ -151,7 +149,7 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
     fsync: { batches: 0, files: 0 },
   };
   // The steps are durable writes, as fsyncs are: the same fine-grained buckets.
-  private readonly endTxnPhases = new Map<EndTxnPhase, Histogram>(END_TXN_PHASES.map((phase) => [phase, new Histogram(FSYNC_DURATION_BUCKETS_SECONDS)]));
+  private readonly endTxnPhases = new Map<EndTxnPhase, Histogram>(ENDTXN_PHASES.map((phase) => [phase, new Histogram(FSYNC_DURATION_BUCKETS_SECONDS)]));
   requestBytes = 0;
   responseBytes = 0;
   /** Cluster mode: resources this broker took over and handed over, by kind, and the time each took. */

@@ -57,7 +57,11 @@ describe("wake-ups through etcd", () => {
     expect(wakeKey("c1", { kind: "group-slot", slot: 49 })).toBe("/bunka/c1/wake/group-slot/49");
     expect(wakeKey("c1", { kind: "fences" })).toBe("/bunka/c1/wake/fences");
     expect(() => wakeKey("c1", { kind: "group-slot", slot: 50 })).toThrow(RangeError);
+    expect(wakeKey("c1", { kind: "markers-applied", brokerId: 2 })).toBe("/bunka/c1/wake/markers-applied/2");
+    expect(() => wakeKey("c1", { kind: "markers-applied", brokerId: -1 })).toThrow(RangeError);
     expect(wakeTargetOfKey("c1", "/bunka/c1/wake/broker/3")).toEqual({ kind: "broker", brokerId: 3 });
+    expect(wakeTargetOfKey("c1", "/bunka/c1/wake/markers-applied/2")).toEqual({ kind: "markers-applied", brokerId: 2 });
+    expect(wakeTargetOfKey("c1", "/bunka/c1/wake/markers-applied/x")).toBeUndefined();
     expect(wakeTargetOfKey("c1", "/bunka/c1/wake/group-slot/50")).toBeUndefined();
     expect(wakeTargetOfKey("c1", "/bunka/c1/wake/broker/03")).toBeUndefined();
     expect(wakeTargetOfKey("c2", "/bunka/c1/wake/fences")).toBeUndefined();
@@ -66,7 +70,7 @@ describe("wake-ups through etcd", () => {
     expect(typeof noopWaker.onWake(() => undefined)).toBe("function");
   });
 
-  test("a broker's wake-up reaches that broker only; group slots and fences reach every broker", async () => {
+  test("a broker's wake-up (markers queued, markers applied) reaches that broker only; group slots and fences reach every broker", async () => {
     const w1 = await waker("wake-1", 1);
     const w2 = await waker("wake-1", 2);
     const other = await waker("wake-other", 2);
@@ -79,11 +83,12 @@ describe("wake-ups through etcd", () => {
     w1.wake({ kind: "broker", brokerId: 2 });
     w1.wake({ kind: "group-slot", slot: 7 });
     w2.wake({ kind: "fences" });
-    await waitUntil(() => seen2.length === 3 && seen1.length === 2, "the wake-ups arrived");
+    w2.wake({ kind: "markers-applied", brokerId: 1 });
+    await waitUntil(() => seen2.length === 3 && seen1.length === 3, "the wake-ups arrived");
     // The puts are sent at once, not one after another: their order is etcd's.
     const sorted = (targets: WakeTarget[]) => targets.map((t) => JSON.stringify(t)).sort();
     expect(sorted(seen2)).toEqual(sorted([{ kind: "broker", brokerId: 2 }, { kind: "group-slot", slot: 7 }, { kind: "fences" }]));
-    expect(sorted(seen1)).toEqual(sorted([{ kind: "group-slot", slot: 7 }, { kind: "fences" }]));
+    expect(sorted(seen1)).toEqual(sorted([{ kind: "group-slot", slot: 7 }, { kind: "fences" }, { kind: "markers-applied", brokerId: 1 }]));
     // Another cluster sharing the etcd hears nothing of it.
     other.wake({ kind: "fences" });
     await waitUntil(() => seenOther.length === 1, "the other cluster's own wake-up");

@@ -21,9 +21,11 @@ import { MarkerQueue } from "../../../src/storage/marker-queue.ts";
 import { ProducerIdStore } from "../../../src/storage/producer-id-store.ts";
 import type { TxnState } from "../../../src/domain/txn/txn-state.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
+import type { Waker, WakeTarget } from "../../../src/cluster/waker.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
 import { txnEntryIn } from "../../support/txn-entry.ts";
+import { until } from "../../support/wait.ts";
 
 const DATA = "/data";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -117,6 +119,8 @@ async function setup(
     cluster?: boolean;
     /** Complete* waits for peers to apply queued markers (cluster mode's option). */
     queuedMarkersWaitMs?: number;
+    queuedMarkersPausesMs?: { firstMs: number; maxMs: number };
+    waker?: Waker;
   } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
@@ -148,7 +152,8 @@ async function setup(
     },
     clock,
     log: silentLogger,
-    options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }), ...(opts.queuedMarkersWaitMs === undefined ? {} : { queuedMarkersWaitMs: opts.queuedMarkersWaitMs }) },
+    options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }), ...(opts.queuedMarkersWaitMs === undefined ? {} : { queuedMarkersWaitMs: opts.queuedMarkersWaitMs }), ...(opts.queuedMarkersPausesMs === undefined ? {} : { queuedMarkersPausesMs: opts.queuedMarkersPausesMs }) },
+    ...(opts.waker === undefined ? {} : { waker: opts.waker }),
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
     ...(opts.onFatal === undefined ? {} : { onFatal: opts.onFatal }),
   });
@@ -170,7 +175,7 @@ function ref(transactionalId: string, p: { producerId: number; producerEpoch: nu
 const orders = (...partitions: number[]) => [{ topic: "orders", partitions }];
 
 describe("commit and abort", () => {
-  test("EndTxn(commit): answered once Prepare is durable, then offsets, self-led markers, peer-led queue, Complete", async () => {
+  test("EndTxn(commit): answered once Prepare is durable, then offsets, self-led markers and the peer-led queue at once, Complete", async () => {
     const h = await setup();
     h.ownership.leaders.set("orders-1", 1); // led by a peer
     const p = await init(h, "tx");
@@ -193,10 +198,11 @@ describe("commit and abort", () => {
     releaseMarker();
     await h.coordinator.settled("tx");
     expect(seenAtMarker).toEqual(["PrepareCommit"]);
+    // The peer's file is queued while the self-led marker is held: their writes overlap.
     expect(h.events).toEqual([
       `offsets commit g ${p.producerId}`,
-      `marker orders-0 commit epoch=${p.producerEpoch}`,
       "enqueue to-1 commit orders:1",
+      `marker orders-0 commit epoch=${p.producerEpoch}`,
     ]);
     const entry = await h.store.get("tx");
     expect(entry?.state).toBe("CompleteCommit");
@@ -226,6 +232,41 @@ describe("commit and abort", () => {
     expect(await h.coordinator.completeUnfinished()).toBe(1);
     await h.coordinator.settled("tx");
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+  });
+
+  test("cluster mode: a peer's markers-applied wake-up for this broker ends the wait for the queued markers at once", async () => {
+    const listeners = new Set<(target: WakeTarget) => void>();
+    const woken: WakeTarget[] = [];
+    const waker: Waker = {
+      wake: (target) => void woken.push(target),
+      onWake: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      close: async () => undefined,
+    };
+    const deliver = (target: WakeTarget) => {
+      for (const listener of listeners) listener(target);
+    };
+    // Pauses of a minute between looks: within the test only the wake-up can end the wait.
+    const h = await setup({ queuedMarkersWaitMs: 600_000, queuedMarkersPausesMs: { firstMs: 60_000, maxMs: 60_000 }, waker });
+    h.ownership.peers.add(1);
+    h.ownership.leaders.set("orders-1", 1);
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    const file = await until("the peer's queued file", 5_000, async () => (await h.queue.list(1))[0]);
+    await until("broker 1 woken", 5_000, async () => (woken.some((t) => t.kind === "broker" && t.brokerId === 1) ? true : undefined));
+    // Broker 1 applies the markers and removes the file; a wake-up for another broker's coordinator changes nothing.
+    await h.queue.remove(file);
+    deliver({ kind: "markers-applied", brokerId: h.ownership.selfId + 1 });
+    deliver({ kind: "broker", brokerId: h.ownership.selfId });
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    deliver({ kind: "markers-applied", brokerId: h.ownership.selfId });
+    await h.coordinator.settled("tx");
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    await h.coordinator.close();
+    expect(listeners.size).toBe(0);
   });
 
   test("cluster mode: markers queued for a broker that left are handed on to the partition's live leader, then the transaction completes", async () => {
@@ -345,10 +386,11 @@ describe("commit and abort", () => {
     // The producer's retry (no reconcile pass needed) finishes the decision, then is answered on it.
     expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
     const epoch = p.producerEpoch;
+    // The peer's file is queued once, beside the first attempt's self-led markers.
     expect(h.events).toEqual([
+      "enqueue to-1 commit orders:2",
       `marker orders-0 commit epoch=${epoch}`,
       `marker orders-1 commit epoch=${epoch} error=${ErrorCode.KAFKA_STORAGE_ERROR}`,
-      "enqueue to-1 commit orders:2",
       `marker orders-1 commit epoch=${epoch} error=${ErrorCode.KAFKA_STORAGE_ERROR}`,
       `marker orders-1 commit epoch=${epoch}`,
     ]);

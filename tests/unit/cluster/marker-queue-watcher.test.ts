@@ -95,6 +95,41 @@ describe("marker queue watcher", () => {
     expect(listener).toBeUndefined();
   });
 
+  test("files of different producers are applied at once; one producer's files one after the other, in decision order", async () => {
+    const order: string[] = [];
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    const writeMarker = async (_topic: string, _partition: number, m: MarkerSpec): Promise<MarkerWriteResult> => {
+      order.push(`start ${m.producerId}/${m.producerEpoch}`);
+      // Producer 4000's first marker is held until producer 5000's is written: a serial pass would never end.
+      if (m.producerId === 4000 && m.producerEpoch === 3) await firstHeld;
+      if (m.producerId === 5000) releaseFirst();
+      order.push(`done ${m.producerId}/${m.producerEpoch}`);
+      return { ok: true, offset: order.length };
+    };
+    const h = setup(1, { writeMarker });
+    await h.queue.enqueue(1, markers([0], { decidedMs: 1_700_000_000_000 }));
+    await h.queue.enqueue(1, markers([0], { producerEpoch: 4, decidedMs: 1_700_000_000_500 }));
+    await h.queue.enqueue(1, markers([1], { producerId: 5000 }));
+    expect(await h.watcher.poll()).toEqual({ files: 3, completed: 3, written: 3, forwarded: 0, retried: 0 });
+    expect(order).toEqual(["start 4000/3", "start 5000/3", "done 5000/3", "done 4000/3", "start 4000/4", "done 4000/4"]);
+    expect(await h.queue.list(1)).toEqual([]);
+  });
+
+  test("a file applied in full wakes its transaction's coordinator; one partly applied does not", async () => {
+    const woken: WakeTarget[] = [];
+    const waker: Waker = { wake: (t) => void woken.push(t), onWake: () => () => undefined, close: async () => undefined };
+    const h = setup(1, { waker });
+    h.ownership.slotOwner = () => 7;
+    h.failures.set("orders-3", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    await h.queue.enqueue(1, markers([0, 3]));
+    await h.watcher.poll();
+    expect(woken).toEqual([]);
+    h.failures.clear();
+    await h.watcher.poll();
+    expect(woken).toEqual([{ kind: "markers-applied", brokerId: 7 }]);
+  });
+
   test("applies markers queued for this broker, then removes the file", async () => {
     const h = setup(1);
     await h.queue.enqueue(1, markers([0, 2]));
