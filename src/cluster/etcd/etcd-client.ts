@@ -216,8 +216,10 @@ export class EtcdClient {
   async openStream(operation: string, path: string, body: unknown, signal: AbortSignal): Promise<{ endpoint: string; response: Response }> {
     const failures: EndpointFailure[] = [];
     const count = this.endpoints.length;
+    // Read once: another request answered meanwhile moves `preferred`, and this one must still try each endpoint once.
+    const first = this.preferred;
     for (let attempt = 0; attempt < count; attempt++) {
-      const index = (this.preferred + attempt) % count;
+      const index = (first + attempt) % count;
       const endpoint = this.endpoints[index]!;
       this.throwIfClosed(operation);
       // The deadline is for the answer's headers; the stream itself lives as long as the caller wants.
@@ -255,8 +257,10 @@ export class EtcdClient {
     const timeoutMs = call?.timeoutMs ?? this.requestTimeoutMs;
     const payload = JSON.stringify(body);
     const count = this.endpoints.length;
+    // Read once, as in openStream.
+    const first = this.preferred;
     for (let attempt = 0; attempt < count; attempt++) {
-      const index = (this.preferred + attempt) % count;
+      const index = (first + attempt) % count;
       const endpoint = this.endpoints[index]!;
       this.throwIfClosed(operation);
       const signal = AbortSignal.any([this.closing.signal, AbortSignal.timeout(timeoutMs)]);
