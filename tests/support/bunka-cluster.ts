@@ -13,6 +13,11 @@
  *   const { unavailableMs } = await cluster.measureFailover("orders", 0, "SIGKILL");
  *   await cluster.close();
  *
+ * Two variants of etcd: `etcdMembers: 3` runs an etcd cluster (cluster.etcdCluster, a member killed and
+ * launched again) whose every client URL each broker lists; `etcdProxies: true` gives each broker its own
+ * TcpProxy to the single etcd (cluster.etcdProxy(id).cut() / .resume() / .dropResponses), to cut one
+ * broker off etcd while its Kafka clients stay connected.
+ *
  * Each broker id keeps its Kafka port for the life of the cluster (picked free once, at start): a client's
  * bootstrap list (`bootstrap`, every broker) stays valid across restarts, as it does for a real cluster
  * behind fixed addresses. The port of a broker that was just killed can be briefly unavailable, which
@@ -27,8 +32,9 @@ import { join } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { simpleBatch } from "./batch-builder.ts";
 import { BunkaProcess, privateBinaryCopy, removeTempDir } from "./binary.ts";
-import { EtcdServer, freePort } from "./etcd.ts";
+import { EtcdCluster, EtcdServer, freePort } from "./etcd.ts";
 import { type PartitionContents, readPartitionFully } from "./record-decoder.ts";
+import { TcpProxy } from "./tcp-proxy.ts";
 import { WireClient } from "./wire-client.ts";
 
 const ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA";
@@ -45,6 +51,16 @@ export interface BunkaClusterOptions {
   dir?: string;
   /** The binary; a private copy of the fresh build (privateBinaryCopy) in `dir` by default. */
   binary?: string;
+  /**
+   * An etcd cluster of this many members (EtcdCluster) instead of a single etcd; every broker lists every
+   * member's client URL, in member order. `etcd` is then the first member.
+   */
+  etcdMembers?: number;
+  /**
+   * Each broker reaches etcd only through its own TcpProxy (`etcdProxy(id)`), so that one broker can be cut
+   * off from etcd while the others and its Kafka clients are not. Only with a single etcd.
+   */
+  etcdProxies?: boolean;
 }
 
 export interface PartitionLeaders {
@@ -74,6 +90,9 @@ export class BunkaCluster {
   readonly failovers: FailoverFigure[] = [];
   private readonly processes = new Map<number, BunkaProcess | undefined>();
   private readonly paused = new Set<number>();
+  /** The etcd cluster when started with `etcdMembers`. */
+  etcdCluster: EtcdCluster | undefined;
+  private readonly etcdProxies = new Map<number, TcpProxy>();
 
   private constructor(
     readonly dir: string,
@@ -93,10 +112,14 @@ export class BunkaCluster {
     mkdirSync(dir, { recursive: true });
     const binary = opts.binary ?? (await privateBinaryCopy(dir));
     const sessionTimeoutMs = opts.sessionTimeoutMs ?? 3000;
-    const etcd = await EtcdServer.start();
+    if (opts.etcdMembers !== undefined && opts.etcdProxies) throw new Error("etcdProxies is for a single etcd, not with etcdMembers");
+    const etcdCluster = opts.etcdMembers === undefined ? undefined : await EtcdCluster.start(opts.etcdMembers);
+    const etcd = etcdCluster?.member(0) ?? (await EtcdServer.start());
     const ports = new Map<number, number>();
     for (let id = 1; id <= opts.brokers; id++) ports.set(id, freePort());
     const cluster = new BunkaCluster(dir, join(dir, "shared-data"), binary, etcd, ports, sessionTimeoutMs, opts.extraArgs ?? [], ownDir);
+    cluster.etcdCluster = etcdCluster;
+    if (opts.etcdProxies) for (const id of ports.keys()) cluster.etcdProxies.set(id, TcpProxy.start(etcd.clientPort));
     for (let id = 1; id <= opts.brokers; id++) {
       writeFileSync(cluster.configFile(id), [`broker.session.timeout.ms=${sessionTimeoutMs}`, ...(opts.configLines ?? [])].join("\n") + "\n");
     }
@@ -152,6 +175,21 @@ export class BunkaCluster {
     return this.paused.has(id);
   }
 
+  /** The TcpProxy through which broker `id` reaches etcd (started with `etcdProxies`). */
+  etcdProxy(id: number): TcpProxy {
+    const proxy = this.etcdProxies.get(id);
+    if (proxy === undefined) throw new Error(`broker ${id} has no etcd proxy (start the cluster with etcdProxies)`);
+    return proxy;
+  }
+
+  /** What broker `id` is given as --etcd: its proxy, every member of the etcd cluster, or the etcd. */
+  etcdEndpointsOf(id: number): string {
+    const proxy = this.etcdProxies.get(id);
+    if (proxy !== undefined) return proxy.endpoint;
+    if (this.etcdCluster !== undefined) return this.etcdCluster.endpoints.join(",");
+    return this.etcd.endpoint;
+  }
+
   private async startBroker(id: number, env?: Record<string, string | undefined>): Promise<BunkaProcess> {
     if (this.processes.get(id) !== undefined) throw new Error(`broker ${id} is already running`);
     const process = await BunkaProcess.start({
@@ -159,7 +197,7 @@ export class BunkaCluster {
       dataDir: this.dataDir,
       logFile: this.logFile(id),
       port: this.port(id),
-      args: ["--broker-id", String(id), "--etcd", this.etcd.endpoint, "--config", this.configFile(id), ...this.extraArgs],
+      args: ["--broker-id", String(id), "--etcd", this.etcdEndpointsOf(id), "--config", this.configFile(id), ...this.extraArgs],
       // A broker killed -9 leaves its registration until its lease expires; the new process waits for that.
       startTimeoutMs: 60_000 + 3 * this.sessionTimeoutMs,
       bindRetryMs: 30_000,
@@ -472,7 +510,9 @@ export class BunkaCluster {
       this.processes.set(id, undefined);
     }
     this.paused.clear();
+    for (const proxy of this.etcdProxies.values()) proxy.close();
     await this.etcd.close();
+    await this.etcdCluster?.close();
     if (this.ownDir) removeTempDir(this.dir);
   }
 }

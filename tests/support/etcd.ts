@@ -1,6 +1,7 @@
 /**
  * A real etcd for integration tests: a single member on free loopback ports with a temporary data
- * directory, started by the test and killed at its end.
+ * directory, started by the test and killed at its end; or (EtcdCluster) several members forming one
+ * cluster, so that a test can kill a member and keep the quorum.
  *
  * etcd must be installed (Debian's `etcd-server`, which scripts/test installs through
  * scripts/install-etcd.sh). When it is not, `startEtcd` throws an error saying so, so the tests that need
@@ -36,6 +37,9 @@ export function freePort(): number {
 export class EtcdServer {
   private process: Subprocess<"ignore", "ignore", "pipe"> | undefined;
   private stderrTail = "";
+  /** This member's name and the whole cluster's `name=peerURL` list; a single member by default. */
+  private memberName = "bunka-test";
+  private initialCluster: string | undefined;
 
   private constructor(
     readonly binary: string,
@@ -109,13 +113,13 @@ export class EtcdServer {
     const process = Bun.spawn(
       [
         this.binary,
-        "--name=bunka-test",
+        `--name=${this.memberName}`,
         `--data-dir=${this.dataDir}`,
         `--listen-client-urls=${this.endpoint}`,
         `--advertise-client-urls=${this.endpoint}`,
         `--listen-peer-urls=${peer}`,
         `--initial-advertise-peer-urls=${peer}`,
-        `--initial-cluster=bunka-test=${peer}`,
+        `--initial-cluster=${this.initialCluster ?? `${this.memberName}=${peer}`}`,
         "--initial-cluster-state=new",
         "--logger=zap",
         "--log-level=warn",
@@ -136,6 +140,31 @@ export class EtcdServer {
     }
   }
 
+  /** The stderr etcd wrote last (its tail), for a failure message. */
+  get stderr(): string {
+    return this.stderrTail;
+  }
+
+  /** A member of an etcd cluster (EtcdCluster.start), not started yet. */
+  static member(binary: string, dataDir: string, name: string, clientPort: number, peerPort: number): EtcdServer {
+    const server = new EtcdServer(binary, dataDir, clientPort, peerPort);
+    server.memberName = name;
+    return server;
+  }
+
+  /** Makes this member one of `members` (every member's `name=peerURL`), before its first launch. */
+  joinCluster(initialCluster: string): void {
+    this.initialCluster = initialCluster;
+  }
+
+  get name(): string {
+    return this.memberName;
+  }
+
+  get peerEndpoint(): string {
+    return `http://127.0.0.1:${this.peerPort}`;
+  }
+
   private async healthy(): Promise<boolean> {
     try {
       const response = await fetch(`${this.endpoint}/health`, { signal: AbortSignal.timeout(1_000) });
@@ -151,5 +180,86 @@ export class EtcdServer {
     for await (const chunk of process.stderr) {
       this.stderrTail = (this.stderrTail + decoder.decode(chunk, { stream: true })).slice(-4_000);
     }
+  }
+}
+
+/**
+ * An etcd cluster of `size` members on loopback ports (m1, m2, ...), each with its own data directory, for
+ * tests of a broker that lists every member's client URL: a member can be killed and started again (it
+ * rejoins from its data directory) while the others keep the quorum.
+ */
+export class EtcdCluster {
+  private constructor(readonly members: EtcdServer[]) {}
+
+  /** Every member's client URL, in member order: what `--etcd` lists. */
+  get endpoints(): string[] {
+    return this.members.map((m) => m.endpoint);
+  }
+
+  member(index: number): EtcdServer {
+    const member = this.members[index];
+    if (member === undefined) throw new Error(`no etcd member ${index} (there are ${this.members.length})`);
+    return member;
+  }
+
+  static async start(size: number): Promise<EtcdCluster> {
+    const binary = findEtcd();
+    // Ports picked by binding port 0 can be taken by someone else before etcd binds them: try again.
+    for (let attempt = 1; ; attempt++) {
+      const members = Array.from({ length: size }, (_, i) => EtcdServer.member(binary, mkdtempSync(join(tmpdir(), `bunka-etcd-m${i + 1}-`)), `m${i + 1}`, freePort(), freePort()));
+      const initialCluster = members.map((m) => `${m.name}=${m.peerEndpoint}`).join(",");
+      for (const m of members) m.joinCluster(initialCluster);
+      const cluster = new EtcdCluster(members);
+      // All at once: no member is healthy (has a leader) before a quorum of them runs.
+      const started = await Promise.allSettled(members.map((m) => m.launch()));
+      const failed = started.find((r) => r.status === "rejected");
+      if (failed === undefined) return cluster;
+      await cluster.close();
+      if (attempt >= 3) throw (failed as PromiseRejectedResult).reason;
+    }
+  }
+
+  /** Waits until every running member answers /health true (a leader is elected and known to it). */
+  async waitHealthy(timeoutMs = HEALTH_TIMEOUT_MS): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const running = this.members.filter((m) => m.running);
+      const answers = await Promise.all(
+        running.map(async (m) => {
+          try {
+            const response = await fetch(`${m.endpoint}/health`, { signal: AbortSignal.timeout(1_000) });
+            return response.ok && ((await response.json()) as { health?: unknown }).health === "true";
+          } catch {
+            return false;
+          }
+        }),
+      );
+      if (answers.every(Boolean)) return;
+      if (performance.now() > deadline) throw new Error(`etcd members ${running.map((m) => m.name).join(",")} not all healthy within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** The index of the member that is the raft leader now (asked of the running members), or -1. */
+  async leaderIndex(): Promise<number> {
+    for (const m of this.members.filter((x) => x.running)) {
+      try {
+        const response = await fetch(`${m.endpoint}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(1_000) });
+        const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
+        if (status.leader === undefined) continue;
+        const list = await fetch(`${m.endpoint}/v3/cluster/member/list`, { method: "POST", body: "{}", signal: AbortSignal.timeout(1_000) });
+        const members = ((await list.json()) as { members?: { ID: string; name: string }[] }).members ?? [];
+        const name = members.find((x) => x.ID === status.leader)?.name;
+        return this.members.findIndex((x) => x.name === name);
+      } catch {
+        /* ask the next member */
+      }
+    }
+    return -1;
+  }
+
+  /** Kills every member and removes their data directories. */
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.close()));
   }
 }
