@@ -24,6 +24,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import { leaseTiming } from "../../src/domain/cluster/lease-validity.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { buildBatch } from "../support/batch-builder.ts";
 import { BunkaCluster } from "../support/bunka-cluster.ts";
@@ -37,6 +38,8 @@ import { WireClient } from "../support/wire-client.ts";
 const SESSION_TIMEOUT_MS = 3000;
 const PARTITIONS = 6;
 const RATE_PER_S = 1000;
+/** The brokers' lease safety margin for this TTL (the default: a ninth of the TTL, at most 1 s). */
+const SAFETY_MARGIN_MS = leaseTiming({ ttlSeconds: SESSION_TIMEOUT_MS / 1000 }).safetyMarginMs;
 
 interface LeaseView {
   id: string | null;
@@ -344,8 +347,9 @@ describe("an etcd of three members", () => {
       await until(`broker ${id}'s lease renewed ${what}`, 30_000, async () => {
         const askedMs = Date.now();
         const lease = await leaseOf(cluster, id);
-        // Valid until the last confirmed keep-alive's send time + TTL - margin (1 s).
-        return lease.state === "valid" && askedMs + lease.validForMs > sinceMs + SESSION_TIMEOUT_MS - 1000 ? true : undefined;
+        // Valid until the last confirmed keep-alive's send time + TTL - margin: past sinceMs + TTL - margin, that
+        // keep-alive was sent after sinceMs (askedMs is before the broker's answer, so this errs on the safe side).
+        return lease.state === "valid" && askedMs + lease.validForMs > sinceMs + SESSION_TIMEOUT_MS - SAFETY_MARGIN_MS ? true : undefined;
       });
     }
   }
