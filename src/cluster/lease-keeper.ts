@@ -8,6 +8,12 @@
  * - `lost` is emitted when validity runs out (a timer at the deadline, so it fires even while a keep-alive
  *   hangs) or etcd says the lease is gone. `regained` is emitted when the broker may act again: the same
  *   lease confirmed again (etcd kept it: it was only unreachable for a while), or a fresh one.
+ * - Keep-alives go on after a lapse, so that a short etcd outage ends with the same lease and no moves;
+ *   but only for one TTL. Past that, a keep-alive is sent only once a non-renewing question
+ *   (LeaseTimeToLive) is answered: when etcd receives this broker's requests but its answers are lost,
+ *   keep-alives would hold the lease in etcd for ever while the broker, unconfirmed, may not act, and no
+ *   successor could take its share over. Without keep-alives the lease expires in etcd and the survivors
+ *   take over; once etcd answers again, the lease is resumed if it still lives, or replaced if it is gone.
  * - A lease etcd says is gone is replaced at once by a fresh one, registered again through `onNewLease`
  *   before it counts. Everything that hung off the old lease (its registration, its owner keys) is gone
  *   with it; `regained` says `fresh: true` so that the owner claims are made again.
@@ -32,6 +38,8 @@ export interface LeaseApi {
   leaseGrant(ttlSeconds: number, call?: CallOptions): Promise<{ id: bigint; ttlSeconds: number }>;
   leaseKeepAlive(id: bigint, call?: CallOptions): Promise<{ alive: boolean; ttlSeconds: number }>;
   leaseRevoke(id: bigint, call?: CallOptions): Promise<boolean>;
+  /** Asks how long the lease has left (-1: gone) without renewing it. */
+  leaseTimeToLive(id: bigint, options?: { keys?: boolean }, call?: CallOptions): Promise<{ ttlSeconds: number }>;
 }
 
 export type LeaseLostReason = "expired-locally" | "gone";
@@ -64,6 +72,10 @@ export class LeaseKeeper {
   private validNow = false;
   /** The lease that was held when validity was lost, to tell a regained lease from a fresh one. */
   private lostLeaseId: bigint | undefined;
+  /** When validity was lost (monotonic ms), while it stays lost. */
+  private lapsedAtMs: number | undefined;
+  /** Whether the "no more keep-alives" line was logged for the current lapse. */
+  private saidProbing = false;
   private cancelRound: (() => void) | undefined;
   private cancelDeadline: (() => void) | undefined;
   private round: Promise<void> | undefined;
@@ -153,6 +165,12 @@ export class LeaseKeeper {
       this.evaluate();
       return;
     }
+    if (this.lapsedAtMs !== undefined && this.options.clock.monotonicMs() - this.lapsedAtMs >= this.timing.ttlSeconds * 1000) {
+      if (!(await this.leaseStillAnswered(state.leaseId))) {
+        this.evaluate();
+        return;
+      }
+    }
     const sentAtMs = this.options.clock.monotonicMs();
     try {
       const answer = await this.options.leases.leaseKeepAlive(state.leaseId, { timeoutMs: this.timing.keepAliveIntervalMs });
@@ -171,6 +189,29 @@ export class LeaseKeeper {
       this.options.log.warn("etcd lease: the lease is gone (expired or revoked); registering under a fresh one", { leaseId: String(state.leaseId) });
       await this.acquire().catch((error: unknown) => this.acquireFailed(error));
       this.evaluate();
+    }
+  }
+
+  /**
+   * Lapsed for a whole TTL: whether a keep-alive may be sent, which is once etcd answers a non-renewing
+   * question about the lease. Gone: the lease is marked so (the caller's next round takes a fresh one).
+   */
+  private async leaseStillAnswered(leaseId: bigint): Promise<boolean> {
+    if (!this.saidProbing) {
+      this.saidProbing = true;
+      this.options.log.warn("etcd lease: lapsed for a whole TTL; no keep-alive until etcd answers, so that the lease can expire there and the survivors take this broker's share over", {
+        leaseId: String(leaseId),
+      });
+    }
+    try {
+      const answer = await this.options.leases.leaseTimeToLive(leaseId, {}, { timeoutMs: this.timing.keepAliveIntervalMs });
+      if (answer.ttlSeconds > 0) return true;
+      this.validity.gone(leaseId);
+      this.failure = "etcd says the lease is gone (expired or revoked)";
+      return false;
+    } catch (error) {
+      this.failed("etcd lease: no answer about the lapsed lease", error, { leaseId: String(leaseId) });
+      return false;
     }
   }
 
@@ -226,6 +267,8 @@ export class LeaseKeeper {
     const state = this.validity.state;
     if (this.validNow && !valid) {
       this.validNow = false;
+      this.lapsedAtMs = nowMs;
+      this.saidProbing = false;
       this.lostLeaseId = this.validity.leaseId;
       const reason: LeaseLostReason = state.kind === "gone" ? "gone" : "expired-locally";
       this.options.log.warn("etcd lease: no longer valid; this broker must not act on what it owns", {
@@ -236,6 +279,7 @@ export class LeaseKeeper {
       for (const listener of [...this.listeners.lost]) listener(this.lostLeaseId!, reason);
     } else if (!this.validNow && valid && state.kind === "held") {
       this.validNow = true;
+      this.lapsedAtMs = undefined;
       const fresh = this.lostLeaseId !== undefined && this.lostLeaseId !== state.leaseId;
       if (this.lostLeaseId !== undefined) {
         this.options.log.info("etcd lease: valid again", { leaseId: String(state.leaseId), fresh });

@@ -60,6 +60,10 @@ class SwitchableLeases implements LeaseApi {
   leaseRevoke(id: bigint, call?: CallOptions) {
     return this.inner.leaseRevoke(id, call);
   }
+  async leaseTimeToLive(id: bigint, options?: { keys?: boolean }, call?: CallOptions) {
+    if (this.blocked) throw new EtcdUnavailableError("lease time-to-live", [{ endpoint: "test", reason: "cut off by the test" }], false);
+    return this.inner.leaseTimeToLive(id, options, call);
+  }
 }
 
 function keeperFor(cluster: string, brokerId: number, options: { port?: number; leases?: LeaseApi; ttlSeconds?: number } = {}): LeaseKeeper {

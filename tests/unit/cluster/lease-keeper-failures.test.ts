@@ -25,6 +25,10 @@ class SwitchedLeases implements LeaseApi {
   async leaseRevoke() {
     return true;
   }
+  async leaseTimeToLive() {
+    if (this.mode === "down") throw new Error("etcd lease time-to-live: no endpoint answered");
+    return { ttlSeconds: this.mode === "gone" ? -1 : 5 };
+  }
 }
 
 function recordingLogger(): { log: Logger; lines: string[] } {
@@ -57,6 +61,8 @@ describe("lease keeper failures", () => {
     expect(warnings).toEqual([
       "warn etcd lease: keep-alive failed (further failures are logged at debug level until a round succeeds)",
       "warn etcd lease: no longer valid; this broker must not act on what it owns [lastError: etcd lease keep-alive: no endpoint answered]",
+      // At 17 s, a TTL after the lapse: keep-alives give way to a non-renewing question.
+      "warn etcd lease: lapsed for a whole TTL; no keep-alive until etcd answers, so that the lease can expire there and the survivors take this broker's share over",
     ]);
     expect(atLevel(lines, "debug").length).toBeGreaterThan(20);
 
@@ -67,7 +73,7 @@ describe("lease keeper failures", () => {
     // A new streak warns again.
     leases.mode = "down";
     await timers.advance(3_000);
-    expect(atLevel(lines, "warn")).toHaveLength(3);
+    expect(atLevel(lines, "warn")).toHaveLength(4);
   });
 
   test("a lease etcd dropped while grants fail: the drop and the lapse at warn, the failed attempts at debug, then a fresh lease", async () => {

@@ -14,7 +14,8 @@ import { ManualTimers, settle } from "../../support/manual-timers.ts";
 type Call =
   | { kind: "grant"; ttlSeconds: number; resolve: (answer: { id: bigint; ttlSeconds: number }) => void; reject: (error: Error) => void }
   | { kind: "keepAlive"; id: bigint; resolve: (answer: { alive: boolean; ttlSeconds: number }) => void; reject: (error: Error) => void }
-  | { kind: "revoke"; id: bigint; resolve: (revoked: boolean) => void; reject: (error: Error) => void };
+  | { kind: "revoke"; id: bigint; resolve: (revoked: boolean) => void; reject: (error: Error) => void }
+  | { kind: "timeToLive"; id: bigint; resolve: (answer: { ttlSeconds: number }) => void; reject: (error: Error) => void };
 
 /** A lease API whose every call waits until the test answers it. */
 class FakeLeases implements LeaseApi {
@@ -28,6 +29,9 @@ class FakeLeases implements LeaseApi {
   }
   leaseRevoke(id: bigint) {
     return new Promise<boolean>((resolve, reject) => this.calls.push({ kind: "revoke", id, resolve, reject }));
+  }
+  leaseTimeToLive(id: bigint) {
+    return new Promise<{ ttlSeconds: number }>((resolve, reject) => this.calls.push({ kind: "timeToLive", id, resolve, reject }));
   }
 
   /** The oldest unanswered call, which must be of `kind`. */
@@ -119,6 +123,52 @@ describe("lease keeper", () => {
     await settle();
     expect(events).toEqual(["lost 7 expired-locally", "regained 7"]);
     expect(keeper.remainingMs(8_000)).toBe(6_000);
+  });
+
+  /** Every request goes unanswered (etcd may apply it, the answers are lost) until `untilMs`; what was asked when. */
+  async function unanswered(h: Awaited<ReturnType<typeof started>>, untilMs: number): Promise<{ atMs: number; kind: string }[]> {
+    const asked: { atMs: number; kind: string }[] = [];
+    while (h.clock.monotonicMs() < untilMs) {
+      await h.timers.advance(500);
+      for (const call of h.leases.calls.splice(0)) {
+        asked.push({ atMs: h.clock.monotonicMs(), kind: call.kind });
+        call.reject(new Error("no answer"));
+      }
+      await settle();
+    }
+    return asked;
+  }
+
+  test("answers lost while etcd may apply the requests: keep-alives stop one TTL after the lapse, so that etcd can expire the lease; once etcd answers and the lease lives, it is resumed", async () => {
+    const h = await started();
+    const asked = await unanswered(h, 20_000);
+    expect(h.events).toEqual(["lost 7 expired-locally"]);
+    // Lost at 8000; keep-alives until 8000 + the TTL (9 s), then only the non-renewing question.
+    const keepAlives = asked.filter((a) => a.kind === "keepAlive").map((a) => a.atMs);
+    expect(Math.max(...keepAlives)).toBeLessThan(17_000);
+    expect(keepAlives.filter((at) => at > 8_000).length).toBeGreaterThan(5);
+    expect(asked.filter((a) => a.atMs >= 17_000).map((a) => a.kind)).toEqual(asked.filter((a) => a.atMs >= 17_000).map(() => "timeToLive"));
+    expect(asked.at(-1)?.kind).toBe("timeToLive");
+    await h.timers.advance(500);
+    h.leases.take("timeToLive").resolve({ ttlSeconds: 4 });
+    await settle();
+    h.leases.take("keepAlive").resolve({ alive: true, ttlSeconds: 9 });
+    await settle();
+    expect(h.events).toEqual(["lost 7 expired-locally", "regained 7"]);
+    expect(h.keeper.leaseId).toBe(7n);
+  });
+
+  test("lapsed for a TTL and etcd then says the lease is gone: a fresh lease is granted and registered", async () => {
+    const h = await started();
+    await unanswered(h, 18_000);
+    await h.timers.advance(500);
+    h.leases.take("timeToLive").resolve({ ttlSeconds: -1 });
+    await settle();
+    await h.timers.advance(500);
+    h.leases.take("grant").resolve({ id: 8n, ttlSeconds: 9 });
+    await settle();
+    expect(h.registered).toEqual([7n, 8n]);
+    expect(h.events).toEqual(["lost 7 expired-locally", "regained 8 fresh"]);
   });
 
   test("a lost lease is retried sooner than the keep-alive interval", async () => {
