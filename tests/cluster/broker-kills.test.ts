@@ -35,8 +35,8 @@ import { utf8 } from "../support/record-decoder.ts";
 const KILLS = Number(process.env.CLUSTER_KILLS ?? 6);
 const SEED = envSeed("CLUSTER_SEED", 0xc1a5_7e01);
 const RATE_PER_S = 1000;
-/** Enough records for the kills: each kill takes about the lease TTL plus a restart. */
-const RECORDS = Number(process.env.CLUSTER_RECORDS ?? Math.max(20_000, KILLS * 5 * RATE_PER_S));
+/** Enough records for the kills: each takes a gap, the lease TTL and a restart (3.5-6 s seen on a busy machine). */
+const RECORDS = Number(process.env.CLUSTER_RECORDS ?? Math.max(20_000, KILLS * 7 * RATE_PER_S));
 /** Between a restarted broker's return to a balanced cluster and the next kill. */
 const KILL_GAP_MS = { min: 500, max: 2500 };
 const JAVA_TOPIC = { name: "kill-java", partitions: 3 };
@@ -149,8 +149,8 @@ test(`Java and librdkafka idempotent producers while a random broker is SIGKILLe
 
 const EOS_KILLS = Number(process.env.CLUSTER_EOS_KILLS ?? 3);
 const EOS_RATE_PER_S = 200;
-/** Enough input to outlast the kills (each takes about the lease TTL plus a restart). */
-const EOS_RECORDS = Math.max(3000, EOS_KILLS * 5 * EOS_RATE_PER_S);
+/** Enough input to outlast the kills (each takes a gap, the lease TTL and a restart). */
+const EOS_RECORDS = Math.max(3000, EOS_KILLS * 7 * EOS_RATE_PER_S);
 
 type CopierClient = "java" | "librdkafka" | "franz-go";
 

@@ -11,7 +11,8 @@ INSTANCE_ID is group.instance.id (static membership), "-" for none. PAUSE_AT > 0
 PAUSE_AT of this run for good in the middle (PAUSE_STAGE "sent": its messages are flushed to the broker;
 "offsets": its offsets are sent to the transaction too), after printing PAUSED, so that the test can SIGKILL
 it with a transaction open. It never exits by itself. stdout, one line per event: READY, COMMIT <n>
-<messages in this run>, PAUSED <n>, ABORT <n> <error>; a fatal error prints FATAL and exits 2.
+<messages in this run>, PAUSED <n>, ABORT <n> <error>, RETRY abort <error> (abort_transaction timed out and
+is called again); a fatal error prints FATAL and exits 2.
 
 read: reads partitions 0..PARTITIONS-1 of TOPIC from the beginning with isolation.level=read_committed
 through assign() (no group), up to the end of each partition, and prints {"<partition>": [[key, value],
@@ -86,8 +87,21 @@ def copy(bootstrap, input_topic, output_topic, group, txn_id, instance_id, txn_s
                 say(f"FATAL {error}")
                 sys.exit(2)
             say(f"ABORT {n} {error}")
-            producer.abort_transaction(30)
+            abort(producer)
             rewind(consumer)
+
+
+def abort(producer):
+    """abort_transaction, called again while it fails retriably (librdkafka's contract: a timeout while the
+    transaction's messages still wait for a leader is retriable)."""
+    while True:
+        try:
+            producer.abort_transaction(30)
+            return
+        except KafkaException as e:
+            if not e.args[0].retriable():
+                raise
+            say(f"RETRY abort {e.args[0]}")
 
 
 def pause(producer, n):
