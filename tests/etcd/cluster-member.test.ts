@@ -117,7 +117,10 @@ describe("cluster member", () => {
     const managerOne = await one.startOwnership({ host: hostOf(1), resources: slots });
     const managerTwo = await two.startOwnership({ host: hostOf(2), resources: slots });
     await waitUntil(() => opened.get(1)!.size === 50 && opened.get(2)!.size === 50, "the 100 slots split evenly", 20_000);
-    expect(managerOne.ownerOf({ kind: "txn", slot: 0 })).toBe(managerTwo.ownerOf({ kind: "txn", slot: 0 }));
+    // Each manager learns the other's claims through its watch, so its view may lag the claims by an event.
+    const txnZero: OwnedResource = { kind: "txn", slot: 0 };
+    await waitUntil(() => managerOne.ownerOf(txnZero) !== -1 && managerOne.ownerOf(txnZero) === managerTwo.ownerOf(txnZero), "both managers to name one owner of txn slot 0");
+    expect(opened.get(managerOne.ownerOf(txnZero))!.has(name(txnZero))).toBe(true);
     await expect(one.startOwnership({ host: hostOf(1), resources: slots })).rejects.toThrow("ownership started twice");
 
     // A hand-over at stop releases the keys: broker 2 takes all without waiting for broker 1's lease.
