@@ -2,12 +2,14 @@
 /**
  * Three brokers: a three-broker bunka cluster (compiled binary, one shared data directory, one etcd) against
  * a three-node Apache Kafka KRaft cluster (3 combined broker+controller nodes, a 3-voter static controller
- * quorum), both on loopback on this machine, both up at once and warmed up, measured in interleaved rounds
- * (the order reversed from round to round) with the same Java load tools. Not a test; see docs/benchmarks.md
- * ("Three brokers").
+ * quorum), and beside them a single bunka broker (`bunka serve`, the embedded default: no etcd) and a
+ * single-node Apache Kafka, all four on loopback on this machine, all up at once and warmed up, measured in
+ * interleaved rounds (the order reversed from round to round) with the same Java load tools. Not a test; see
+ * docs/benchmarks.md ("Three brokers").
  *
  *   bun scripts/bench-cluster.ts [--rounds N] [--quick] [--records N] [--txn-warmup S] [--txn-duration S]
- *                                [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--bunka-binary PATH]
+ *                                [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--no-single]
+ *                                [--bunka-binary PATH]
  *
  * Rows, each with 16-partition topics whose partitions the systems spread over their three brokers
  * (replication factor 1: bunka's shared volume is its one copy of every byte, so Kafka keeps one too; its
@@ -17,8 +19,8 @@
  *   txn 1    scripts/bench-java/TxnBench.java: 1 transactional producer (10 x 1 KiB per transaction) and a
  *            read_committed consumer that checks it reads every committed record once: txn/s, EndTxn p50/p99
  *   txn 16   the same with 16 transactional producers
- * and, for every row, the sum over the three broker processes of each one's peak RSS in the row (Apache
- * Kafka's nodes include their controllers; bunka's etcd is reported apart).
+ * and, for every row, the sum over the broker processes of each one's peak RSS in the row (Apache Kafka's
+ * nodes include their controllers; bunka's etcd is reported apart).
  *
  * Durability, stated in the report: bunka answers Produce acks=-1 (and every transaction step) after an
  * fsync; Apache Kafka at its default settings fsyncs nothing before an answer (log.flush.interval.messages
@@ -32,8 +34,11 @@ import { tmpdir } from "node:os";
 import { type ApacheKafkaCluster, KAFKA_VERSION, runKafkaTool, startApacheKafkaCluster, TOOL_MAIN_CLASSES } from "../tests/support/apache-kafka.ts";
 import { BunkaCluster } from "../tests/support/bunka-cluster.ts";
 import {
+  type Broker,
   BUSY_PCT,
   compileJavaTool,
+  createTopicWithTool,
+  ensureBunkaBinary,
   environment,
   fmtNum,
   installSignalHandlers,
@@ -49,6 +54,8 @@ import {
   roundOrder,
   runCleanups,
   runJavaTool,
+  startBunkaBroker,
+  startKafkaBroker,
   tempDir,
   textTable,
   watchCpu,
@@ -66,8 +73,10 @@ interface Options {
   brokerWarmupS: number;
   dataRoot: string;
   quick: boolean;
-  /** Run one cluster only (a development aid: no ratios then). */
-  only?: Kind;
+  /** Run one product only, cluster and single broker (a development aid: no ratios then). */
+  only?: Product;
+  /** Measure the three-broker clusters only, without the single brokers beside them. */
+  noSingle: boolean;
   /** The bunka executable (default: a private copy of dist/'s, rebuilt when older than src/). */
   bunkaBinary?: string;
 }
@@ -84,7 +93,8 @@ const SESSION_TIMEOUT_MS = 9000;
 const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
 
 const USAGE = `usage: bun scripts/bench-cluster.ts [--rounds N] [--quick] [--records N] [--txn-warmup S]
-       [--txn-duration S] [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--bunka-binary PATH]
+       [--txn-duration S] [--broker-warmup S] [--data-root DIR] [--only kafka|bunka] [--no-single]
+       [--bunka-binary PATH]
 
   --rounds N          interleaved rounds, each running every row on both clusters, the order reversed from
                       round to round (default 3; --quick: 1)
@@ -95,7 +105,10 @@ const USAGE = `usage: bun scripts/bench-cluster.ts [--rounds N] [--quick] [--rec
   --broker-warmup S   untimed load on each cluster before the first round: a produce row of half the
                       records and S seconds of 16 transactional producers (default 20)
   --data-root DIR     where the data dirs go (default ${tmpdir()})
-  --only kafka|bunka  start and measure one cluster only (for development; no ratios)
+  --only kafka|bunka  start and measure one product only, its cluster and its single broker (for
+                      development; no ratios)
+  --no-single         leave out the single-broker systems (one bunka broker, one Kafka node) that are
+                      measured beside the clusters by default
   --bunka-binary PATH run this bunka executable (default: dist/'s, rebuilt when older than src/)
 `;
 
@@ -107,8 +120,8 @@ function die(message: string): never {
 function parseArgs(argv: string[]): Options {
   const quick = argv.includes("--quick");
   const o: Options = quick
-    ? { rounds: 1, records: 100_000, txnWarmupS: 3, txnDurationS: 5, brokerWarmupS: 10, dataRoot: tmpdir(), quick }
-    : { rounds: 3, records: 200_000, txnWarmupS: 5, txnDurationS: 10, brokerWarmupS: 20, dataRoot: tmpdir(), quick };
+    ? { rounds: 1, records: 100_000, txnWarmupS: 3, txnDurationS: 5, brokerWarmupS: 10, dataRoot: tmpdir(), quick, noSingle: false }
+    : { rounds: 3, records: 200_000, txnWarmupS: 5, txnDurationS: 10, brokerWarmupS: 20, dataRoot: tmpdir(), quick, noSingle: false };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -123,6 +136,9 @@ function parseArgs(argv: string[]): Options {
     };
     switch (flag) {
       case "--quick":
+        break;
+      case "--no-single":
+        o.noSingle = true;
         break;
       case "--only": {
         const v = value();
@@ -165,14 +181,19 @@ function parseArgs(argv: string[]): Options {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The two clusters behind one shape
+// The four systems behind one shape: each product as a three-broker cluster and as a single broker
 
-type Kind = "kafka" | "bunka";
+type Product = "kafka" | "bunka";
+/** kafka / bunka: the three-broker clusters; kafka1 / bunka1: a single broker of each, beside them. */
+type Kind = Product | "kafka1" | "bunka1";
+const KINDS: readonly Kind[] = ["kafka", "bunka", "kafka1", "bunka1"];
+const KIND_LABEL: Record<Kind, string> = { kafka: "Kafka ×3", bunka: "bunka ×3", kafka1: "Kafka ×1", bunka1: "bunka ×1" };
+const productOf = (k: Kind): Product => (k === "kafka" || k === "kafka1" ? "kafka" : "bunka");
 
 interface System {
   kind: Kind;
   bootstrap: string;
-  /** The three broker processes. */
+  /** The broker processes (three, or one for a single broker). */
   pids: number[];
   /** bunka's etcd (Apache Kafka's controllers run inside its brokers). */
   extraPid?: number;
@@ -249,7 +270,7 @@ function etcdPid(dataDir: string): number | undefined {
   return undefined;
 }
 
-async function startBunkaSystem(root: string, binary: string | undefined): Promise<System> {
+async function startBunkaSystem(root: string, binary: string | undefined): Promise<System & { binary: string }> {
   let cluster: BunkaCluster | undefined;
   const undo = onCleanup("bunka cluster", async () => cluster?.close());
   cluster = await BunkaCluster.start({ brokers: BROKERS, sessionTimeoutMs: SESSION_TIMEOUT_MS, dir: tempDir(root, "bench-bunka-cluster-"), ...(binary === undefined ? {} : { binary }) });
@@ -258,6 +279,7 @@ async function startBunkaSystem(root: string, binary: string | undefined): Promi
   return {
     kind: "bunka",
     bootstrap: c.bootstrap,
+    binary: c.binary,
     pids,
     extraPid: etcdPid(c.etcd.dataDir),
     async createTopic(name) {
@@ -283,6 +305,22 @@ async function startBunkaSystem(root: string, binary: string | undefined): Promi
   };
 }
 
+/** A single broker of either product (bench-support's, as the single-broker benchmarks start them). */
+function singleSystem(kind: "kafka1" | "bunka1", broker: Broker): System {
+  return {
+    kind,
+    bootstrap: broker.bootstrap,
+    pids: [broker.pid],
+    async createTopic(name) {
+      await createTopicWithTool(broker, name, PARTITIONS);
+      return [PARTITIONS];
+    },
+    alive: () => broker.alive(),
+    logTail: () => broker.logTail(),
+    stop: () => broker.stop(),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rows
 
@@ -300,9 +338,9 @@ interface Ok {
   /** produce: record latency; txn: EndTxn (commitTransaction()) latency. */
   p50Ms: number;
   p99Ms: number;
-  /** Sum over the three brokers of each one's peak RSS in the row, KiB. */
+  /** Sum over the brokers of each one's peak RSS in the row, KiB. */
   rssKb: number;
-  /** CPU seconds of the three brokers (and etcd) in the row. */
+  /** CPU seconds of the brokers (and the cluster's etcd) in the row. */
   brokerCpuS: number;
   otherPct: number;
   shares?: number[];
@@ -494,34 +532,47 @@ const fmtMiB = (kb: number) => (kb / 1024).toFixed(0);
 
 type Results = Map<RowId, { round: number; order: Kind[]; outcomes: Partial<Record<Kind, Outcome>> }[]>;
 
-function report(results: Results, opts: Options, meta: string[], startedMs: number): string {
-  const header = ["row", "measure", "Kafka median (range)", "bunka median (range)", "bunka/Kafka"];
-  const rows: string[][] = [["every row", "an acknowledged write is", "in the page cache, not fsynced", "fsynced (group commit)", ""]];
+function report(results: Results, opts: Options, kinds: readonly Kind[], meta: string[], startedMs: number): string {
+  const has = (k: Kind) => kinds.includes(k);
+  // Each product's cluster against the other's, the single brokers likewise, and what three brokers cost
+  // bunka against one (the price of distribution on this machine).
+  const ratios: [string, Kind, Kind][] = (
+    [
+      ["bunka/Kafka ×3", "bunka", "kafka"],
+      ["bunka/Kafka ×1", "bunka1", "kafka1"],
+      ["bunka ×3/×1", "bunka", "bunka1"],
+    ] as [string, Kind, Kind][]
+  ).filter(([, a, b]) => has(a) && has(b));
+  const header = ["row", "measure", ...kinds.map((k) => `${KIND_LABEL[k]} median (range)`), ...ratios.map(([name]) => name)];
+  const durability = (k: Kind) => (productOf(k) === "kafka" ? "in the page cache, not fsynced" : "fsynced (group commit)");
+  const rows: string[][] = [["every row", "an acknowledged write is", ...kinds.map(durability), ...ratios.map(() => "")]];
   const busy: string[] = [];
   const errors: string[] = [];
   const pick = (row: RowId, kind: Kind): Ok[] =>
     (results.get(row) ?? []).map((r) => r.outcomes[kind]).filter((o): o is Ok => o !== undefined && o.ok);
   for (const { id, title } of ROWS) {
-    const k = pick(id, "kafka");
-    const b = pick(id, "bunka");
     const measures: [string, (o: Ok) => number, (n: number) => string][] = [
       [id === "produce" ? "MB/s" : "txn/s", (o) => o.rate, fmtRate(id)],
       [id === "produce" ? "latency p50 ms" : "EndTxn p50 ms", (o) => o.p50Ms, fmtMs],
       [id === "produce" ? "latency p99 ms" : "EndTxn p99 ms", (o) => o.p99Ms, fmtMs],
-      ["RSS MiB, sum of the 3 brokers' peaks", (o) => o.rssKb, fmtMiB],
-      ["broker CPU-s in the row (3 brokers; bunka + etcd)", (o) => o.brokerCpuS, (n) => n.toFixed(1)],
+      ["RSS MiB, sum of the brokers' peaks", (o) => o.rssKb, fmtMiB],
+      ["broker CPU-s in the row (bunka ×3: with etcd)", (o) => o.brokerCpuS, (n) => n.toFixed(1)],
     ];
     for (const [measure, get, fmt] of measures) {
-      const kv = k.map(get);
-      const bv = b.map(get);
-      rows.push([title, measure, medianSpread(kv, fmt), medianSpread(bv, fmt), ratio(median(bv), median(kv))]);
+      const values = new Map(kinds.map((k) => [k, pick(id, k).map(get)] as const));
+      rows.push([
+        title,
+        measure,
+        ...kinds.map((k) => medianSpread(values.get(k)!, fmt)),
+        ...ratios.map(([, a, b]) => ratio(median(values.get(a)!), median(values.get(b)!))),
+      ]);
     }
     for (const r of results.get(id) ?? []) {
-      for (const kind of ["kafka", "bunka"] as const) {
+      for (const kind of kinds) {
         const o = r.outcomes[kind];
         if (o === undefined) continue;
-        if (!o.ok) errors.push(`round ${r.round} ${kind} ${id}: ${o.error}`);
-        else if (o.otherPct >= BUSY_PCT) busy.push(`round ${r.round} ${kind} ${id}: other processes ${o.otherPct.toFixed(0)}%`);
+        if (!o.ok) errors.push(`round ${r.round} ${KIND_LABEL[kind]} ${id}: ${o.error}`);
+        else if (o.otherPct >= BUSY_PCT) busy.push(`round ${r.round} ${KIND_LABEL[kind]} ${id}: other processes ${o.otherPct.toFixed(0)}%`);
       }
     }
   }
@@ -534,15 +585,16 @@ function report(results: Results, opts: Options, meta: string[], startedMs: numb
         if (!o.ok) return "failed";
         return `${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p99 ${fmtMs(o.p99Ms)} ms, ${fmtMiB(o.rssKb)} MiB, other ${o.otherPct.toFixed(0)}%${o.otherPct >= BUSY_PCT ? " *" : ""}`;
       };
-      perRound.push([id, String(r.round), r.order.join(" then "), cell("kafka"), cell("bunka")]);
+      perRound.push([id, String(r.round), r.order.map((k) => KIND_LABEL[k]).join(", "), ...kinds.map(cell)]);
     }
   }
-  const roundHeader = ["row", "round", "order", "Kafka", "bunka"];
+  const roundHeader = ["row", "round", "order", ...kinds.map((k) => KIND_LABEL[k])];
   const summary = [
     `${opts.rounds} round(s), ${((Date.now() - startedMs) / 1000).toFixed(0)} s in all; the load average was ${loadAverages()} at the end`,
     busy.length > 0 ? `rows where other processes used >= ${BUSY_PCT}% of the machine: ${busy.join("; ")}` : `other processes stayed under ${BUSY_PCT}% of the machine in every row`,
   ];
-  const out = ["", "Three brokers: bunka cluster vs Apache Kafka KRaft cluster", "", ...meta, ...summary, "", textTable(header, rows), "", "Every round:", "", textTable(roundHeader, perRound)];
+  const title = `Three brokers: bunka cluster vs Apache Kafka KRaft cluster${has("kafka1") || has("bunka1") ? ", single brokers beside them" : ""}`;
+  const out = ["", title, "", ...meta, ...summary, "", textTable(header, rows), "", "Every round:", "", textTable(roundHeader, perRound)];
   if (errors.length) out.push("", ...errors);
   out.push("", "---- markdown (for docs/benchmarks.md) ----", "", ...[...meta, ...summary].map((m) => `- ${m}`), "", markdownTable(header, rows), "", "Every round:", "", markdownTable(roundHeader, perRound));
   if (errors.length) out.push("", ...errors.map((e) => `- ${e}`));
@@ -557,23 +609,35 @@ async function main(): Promise<void> {
   const startedMs = Date.now();
   const env = await environment(opts.dataRoot);
   txnClasses = await compileJavaTool("TxnBench");
+  const wanted = KINDS.filter((k) => (opts.only === undefined || productOf(k) === opts.only) && (!opts.noSingle || k === "kafka" || k === "bunka"));
   const systems: System[] = [];
   const shares: Partial<Record<Kind, number[]>> = {};
   const results: Results = new Map(ROWS.map((r) => [r.id, []]));
   let fatal: string | undefined;
   try {
-    // One at a time, so that neither start competes with the other's JIT or recovery.
-    if (opts.only !== "bunka") {
-      log("== starting a three-node Apache Kafka KRaft cluster (3 combined broker+controller nodes, 3 voters)");
-      const kafka = await startKafkaSystem(opts.dataRoot);
-      systems.push(kafka);
-      log(`kafka: ${kafka.bootstrap} (pids ${kafka.pids.join(", ")})`);
-    }
-    if (opts.only !== "kafka") {
-      log("== starting a three-broker bunka cluster (compiled binary, one shared data dir, one etcd)");
-      const bunka = await startBunkaSystem(opts.dataRoot, opts.bunkaBinary);
-      systems.push(bunka);
-      log(`bunka: ${bunka.bootstrap} (pids ${bunka.pids.join(", ")}, etcd ${bunka.extraPid ?? "?"})`);
+    // One at a time, so that no start competes with another's JIT or recovery.
+    let bunkaBinary = opts.bunkaBinary;
+    for (const kind of wanted) {
+      let sys: System;
+      if (kind === "kafka") {
+        log("== starting a three-node Apache Kafka KRaft cluster (3 combined broker+controller nodes, 3 voters)");
+        sys = await startKafkaSystem(opts.dataRoot);
+      } else if (kind === "bunka") {
+        log("== starting a three-broker bunka cluster (compiled binary, one shared data dir, one etcd)");
+        const bunka = await startBunkaSystem(opts.dataRoot, bunkaBinary);
+        bunkaBinary ??= bunka.binary;
+        sys = bunka;
+      } else if (kind === "kafka1") {
+        log("== starting a single-node Apache Kafka (KRaft, broker+controller)");
+        sys = singleSystem(kind, await startKafkaBroker(opts.dataRoot));
+      } else {
+        log("== starting a single bunka broker (bunka serve, no etcd)");
+        // The cluster's binary when there is one, so that both run the same build.
+        bunkaBinary ??= await ensureBunkaBinary();
+        sys = singleSystem(kind, await startBunkaBroker(bunkaBinary, opts.dataRoot));
+      }
+      systems.push(sys);
+      log(`${KIND_LABEL[kind]}: ${sys.bootstrap} (pids ${sys.pids.join(", ")}${sys.extraPid === undefined ? "" : `, etcd ${sys.extraPid}`})`);
     }
     for (const sys of systems) shares[sys.kind] = await warmUp(sys, systems.filter((s) => s !== sys), opts);
     for (let round = 1; round <= opts.rounds && !isInterrupted(); round++) {
@@ -582,13 +646,14 @@ async function main(): Promise<void> {
         const outcomes: Partial<Record<Kind, Outcome>> = {};
         for (const sys of order) {
           if (isInterrupted()) break;
-          log(`-- round ${round}/${opts.rounds}: ${sys.kind} ${title}`);
+          const name = KIND_LABEL[sys.kind];
+          log(`-- round ${round}/${opts.rounds}: ${name} ${title}`);
           const o = await runRow(sys, systems.filter((s) => s !== sys), id, round, opts, `${sys.kind} r${round} ${id}`);
           outcomes[sys.kind] = o;
           log(
             o.ok
-              ? `${sys.kind} ${id}: ${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p50/p99 ${fmtMs(o.p50Ms)} / ${fmtMs(o.p99Ms)} ms, RSS ${fmtMiB(o.rssKb)} MiB (3 brokers), CPU ${o.brokerCpuS.toFixed(1)} s, other ${o.otherPct.toFixed(0)}%${o.shares ? `, leaders ${o.shares.join("/")}` : ""}${o.drainMs === undefined ? "" : `, drained in ${o.drainMs} ms`}`
-              : `${sys.kind} ${id}: FAILED ${o.error}`,
+              ? `${name} ${id}: ${fmtRate(id)(o.rate)} ${id === "produce" ? "MB/s" : "txn/s"}, p50/p99 ${fmtMs(o.p50Ms)} / ${fmtMs(o.p99Ms)} ms, RSS ${fmtMiB(o.rssKb)} MiB (${sys.pids.length} broker${sys.pids.length > 1 ? "s" : ""}), CPU ${o.brokerCpuS.toFixed(1)} s, other ${o.otherPct.toFixed(0)}%${o.shares ? `, leaders ${o.shares.join("/")}` : ""}${o.drainMs === undefined ? "" : `, drained in ${o.drainMs} ms`}`
+              : `${name} ${id}: FAILED ${o.error}`,
           );
         }
         results.get(id)!.push({ round, order: order.map((s) => s.kind), outcomes });
@@ -599,22 +664,26 @@ async function main(): Promise<void> {
     log(`bench-cluster: ${fatal}`);
   } finally {
     for (const sys of [...systems].reverse()) {
-      log(`${sys.kind}: stopping`);
-      await sys.stop().catch((e: Error) => log(`${sys.kind}: stop failed: ${e.message}`));
+      log(`${KIND_LABEL[sys.kind]}: stopping`);
+      await sys.stop().catch((e: Error) => log(`${KIND_LABEL[sys.kind]}: stop failed: ${e.message}`));
     }
     await runCleanups(false);
   }
-  const etcdNote = "bunka's etcd is not in the RSS sum (its CPU is in bunka's CPU row); Apache Kafka's controllers run inside its three nodes";
+  const etcdNote = "bunka's etcd is not in the RSS sum (its CPU is in bunka ×3's CPU row); Apache Kafka's controllers run inside its nodes";
+  const bunkaBuild = opts.bunkaBinary === undefined ? env.bunka : `bunka executable ${opts.bunkaBinary}`;
+  const kafkaNodes = env.kafka.replace("single-node KRaft", "3 nodes, each broker+controller, static 3-voter quorum");
   const meta = [
     `${env.date}: ${env.machine}`,
     env.sharing,
-    `${env.kafka.replace("single-node KRaft", "3 nodes, each broker+controller, static 3-voter quorum")}; replication factor 1 for every topic (internal ones too); no fsync before an answer (log.flush.interval.messages unset)`,
-    `${opts.bunkaBinary === undefined ? env.bunka : `bunka executable ${opts.bunkaBinary}`}, ${BROKERS} brokers on one shared data dir, one etcd, broker.session.timeout.ms=${SESSION_TIMEOUT_MS}; Produce acks=-1 and every transaction step answered after fsync`,
-    `load: kafka-producer-perf-test and scripts/bench-java/TxnBench.java (Apache Kafka ${KAFKA_VERSION} Java clients, ${LOAD_TOOL_JVM.join(" ")}, a new JVM per row), bootstrap = all three brokers; ${fmtNum(opts.records)} records per produce row; transaction rows ${opts.txnWarmupS} s warm-up + ${opts.txnDurationS} s measured, 10 x 1 KiB per transaction`,
-    `leaders of the ${PARTITIONS} partitions per broker: Kafka ${shares.kafka?.join("/") ?? "?"}, bunka ${shares.bunka?.join("/") ?? "?"}; ${etcdNote}`,
-    `${env.runtime}; each cluster warmed up first (${fmtNum(Math.round(opts.records / 2))} records, ${opts.brokerWarmupS} s of 16 transactional producers); the idle cluster stays up during the other's rows`,
+    `Kafka ×3: ${kafkaNodes}; replication factor 1 for every topic (internal ones too); no fsync before an answer (log.flush.interval.messages unset)`,
+    `bunka ×3: ${bunkaBuild}, ${BROKERS} brokers on one shared data dir, one etcd, broker.session.timeout.ms=${SESSION_TIMEOUT_MS}; Produce acks=-1 and every transaction step answered after fsync`,
+    ...(wanted.includes("kafka1") ? [`Kafka ×1: ${env.kafka}; no fsync before an answer`] : []),
+    ...(wanted.includes("bunka1") ? [`bunka ×1: the same build, \`bunka serve\` (single-broker mode, no etcd, default settings); Produce acks=-1 and every transaction step answered after fsync`] : []),
+    `load: kafka-producer-perf-test and scripts/bench-java/TxnBench.java (Apache Kafka ${KAFKA_VERSION} Java clients, ${LOAD_TOOL_JVM.join(" ")}, a new JVM per row), bootstrap = all of a system's brokers; ${fmtNum(opts.records)} records per produce row; transaction rows ${opts.txnWarmupS} s warm-up + ${opts.txnDurationS} s measured, 10 x 1 KiB per transaction`,
+    `leaders of the ${PARTITIONS} partitions per broker: Kafka ×3 ${shares.kafka?.join("/") ?? "?"}, bunka ×3 ${shares.bunka?.join("/") ?? "?"}; ${etcdNote}`,
+    `${env.runtime}; each system warmed up first (${fmtNum(Math.round(opts.records / 2))} records, ${opts.brokerWarmupS} s of 16 transactional producers); the idle systems stay up during each one's rows`,
   ];
-  process.stdout.write(report(results, opts, meta, startedMs));
+  process.stdout.write(report(results, opts, systems.map((s) => s.kind), meta, startedMs));
   if (fatal) {
     process.stdout.write(`\nstopped early: ${fatal}\n`);
     process.exit(1);
