@@ -2,6 +2,7 @@
  * What a handler is. One file per API key implements one; the registry collects them and derives the
  * ApiVersions answer from their version ranges.
  */
+import type { ConnectionSecurity } from "../domain/security/connection-security.ts";
 import type { RequestHeader } from "../protocol/generated/request-header.ts";
 
 export interface ConnectionInfo {
@@ -13,6 +14,11 @@ export interface ConnectionInfo {
    * path"); absent when nothing bounds them (a test calling dispatch directly).
    */
   responseBudget?: ResponseBudget;
+  /**
+   * The listener, its security protocol and the principal (domain/security/connection-security.ts); one
+   * object for the connection's life. Absent (a test calling dispatch directly): PLAINTEXT, anonymous.
+   */
+  security?: ConnectionSecurity;
 }
 
 /** See net/kafka-listener.ts, which implements it: reserve before building a large response, adjust after. */
