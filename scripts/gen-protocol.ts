@@ -26,7 +26,7 @@ export const servedApis = [
   "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords", "InitProducerId", "AddPartitionsToTxn",
   "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit", "DescribeConfigs", "CreatePartitions",
   "AlterConfigs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete", "DescribeCluster", "DescribeProducers",
-  "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch",
+  "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DescribeAcls", "CreateAcls", "DeleteAcls",
 ];
 
 // ---------------------------------------------------------------------------------------------- schema

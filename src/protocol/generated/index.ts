@@ -52,6 +52,12 @@ import * as writeTxnMarkersRequest from "./write-txn-markers-request.ts";
 import * as writeTxnMarkersResponse from "./write-txn-markers-response.ts";
 import * as txnOffsetCommitRequest from "./txn-offset-commit-request.ts";
 import * as txnOffsetCommitResponse from "./txn-offset-commit-response.ts";
+import * as describeAclsRequest from "./describe-acls-request.ts";
+import * as describeAclsResponse from "./describe-acls-response.ts";
+import * as createAclsRequest from "./create-acls-request.ts";
+import * as createAclsResponse from "./create-acls-response.ts";
+import * as deleteAclsRequest from "./delete-acls-request.ts";
+import * as deleteAclsResponse from "./delete-acls-response.ts";
 import * as describeConfigsRequest from "./describe-configs-request.ts";
 import * as describeConfigsResponse from "./describe-configs-response.ts";
 import * as alterConfigsRequest from "./alter-configs-request.ts";
@@ -438,6 +444,48 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: txnOffsetCommitResponse.encodeTxnOffsetCommitResponse,
     defaultRequest: txnOffsetCommitRequest.defaultTxnOffsetCommitRequest,
     defaultResponse: txnOffsetCommitResponse.defaultTxnOffsetCommitResponse,
+  },
+  {
+    apiKey: 29,
+    name: "DescribeAcls",
+    minVersion: describeAclsRequest.DescribeAclsRequestSchema.minVersion,
+    maxVersion: describeAclsRequest.DescribeAclsRequestSchema.maxVersion,
+    flexibleMinVersion: describeAclsRequest.DescribeAclsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: describeAclsRequest.DescribeAclsRequestSchema.latestVersionUnstable,
+    decodeRequest: describeAclsRequest.decodeDescribeAclsRequest,
+    encodeRequest: describeAclsRequest.encodeDescribeAclsRequest,
+    decodeResponse: describeAclsResponse.decodeDescribeAclsResponse,
+    encodeResponse: describeAclsResponse.encodeDescribeAclsResponse,
+    defaultRequest: describeAclsRequest.defaultDescribeAclsRequest,
+    defaultResponse: describeAclsResponse.defaultDescribeAclsResponse,
+  },
+  {
+    apiKey: 30,
+    name: "CreateAcls",
+    minVersion: createAclsRequest.CreateAclsRequestSchema.minVersion,
+    maxVersion: createAclsRequest.CreateAclsRequestSchema.maxVersion,
+    flexibleMinVersion: createAclsRequest.CreateAclsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: createAclsRequest.CreateAclsRequestSchema.latestVersionUnstable,
+    decodeRequest: createAclsRequest.decodeCreateAclsRequest,
+    encodeRequest: createAclsRequest.encodeCreateAclsRequest,
+    decodeResponse: createAclsResponse.decodeCreateAclsResponse,
+    encodeResponse: createAclsResponse.encodeCreateAclsResponse,
+    defaultRequest: createAclsRequest.defaultCreateAclsRequest,
+    defaultResponse: createAclsResponse.defaultCreateAclsResponse,
+  },
+  {
+    apiKey: 31,
+    name: "DeleteAcls",
+    minVersion: deleteAclsRequest.DeleteAclsRequestSchema.minVersion,
+    maxVersion: deleteAclsRequest.DeleteAclsRequestSchema.maxVersion,
+    flexibleMinVersion: deleteAclsRequest.DeleteAclsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: deleteAclsRequest.DeleteAclsRequestSchema.latestVersionUnstable,
+    decodeRequest: deleteAclsRequest.decodeDeleteAclsRequest,
+    encodeRequest: deleteAclsRequest.encodeDeleteAclsRequest,
+    decodeResponse: deleteAclsResponse.decodeDeleteAclsResponse,
+    encodeResponse: deleteAclsResponse.encodeDeleteAclsResponse,
+    defaultRequest: deleteAclsRequest.defaultDeleteAclsRequest,
+    defaultResponse: deleteAclsResponse.defaultDeleteAclsResponse,
   },
   {
     apiKey: 32,
