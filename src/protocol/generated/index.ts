@@ -62,6 +62,8 @@ import * as describeConfigsRequest from "./describe-configs-request.ts";
 import * as describeConfigsResponse from "./describe-configs-response.ts";
 import * as alterConfigsRequest from "./alter-configs-request.ts";
 import * as alterConfigsResponse from "./alter-configs-response.ts";
+import * as saslAuthenticateRequest from "./sasl-authenticate-request.ts";
+import * as saslAuthenticateResponse from "./sasl-authenticate-response.ts";
 import * as createPartitionsRequest from "./create-partitions-request.ts";
 import * as createPartitionsResponse from "./create-partitions-response.ts";
 import * as deleteGroupsRequest from "./delete-groups-request.ts";
@@ -70,6 +72,10 @@ import * as incrementalAlterConfigsRequest from "./incremental-alter-configs-req
 import * as incrementalAlterConfigsResponse from "./incremental-alter-configs-response.ts";
 import * as offsetDeleteRequest from "./offset-delete-request.ts";
 import * as offsetDeleteResponse from "./offset-delete-response.ts";
+import * as describeUserScramCredentialsRequest from "./describe-user-scram-credentials-request.ts";
+import * as describeUserScramCredentialsResponse from "./describe-user-scram-credentials-response.ts";
+import * as alterUserScramCredentialsRequest from "./alter-user-scram-credentials-request.ts";
+import * as alterUserScramCredentialsResponse from "./alter-user-scram-credentials-response.ts";
 import * as describeClusterRequest from "./describe-cluster-request.ts";
 import * as describeClusterResponse from "./describe-cluster-response.ts";
 import * as describeProducersRequest from "./describe-producers-request.ts";
@@ -516,6 +522,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     defaultResponse: alterConfigsResponse.defaultAlterConfigsResponse,
   },
   {
+    apiKey: 36,
+    name: "SaslAuthenticate",
+    minVersion: saslAuthenticateRequest.SaslAuthenticateRequestSchema.minVersion,
+    maxVersion: saslAuthenticateRequest.SaslAuthenticateRequestSchema.maxVersion,
+    flexibleMinVersion: saslAuthenticateRequest.SaslAuthenticateRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: saslAuthenticateRequest.SaslAuthenticateRequestSchema.latestVersionUnstable,
+    decodeRequest: saslAuthenticateRequest.decodeSaslAuthenticateRequest,
+    encodeRequest: saslAuthenticateRequest.encodeSaslAuthenticateRequest,
+    decodeResponse: saslAuthenticateResponse.decodeSaslAuthenticateResponse,
+    encodeResponse: saslAuthenticateResponse.encodeSaslAuthenticateResponse,
+    defaultRequest: saslAuthenticateRequest.defaultSaslAuthenticateRequest,
+    defaultResponse: saslAuthenticateResponse.defaultSaslAuthenticateResponse,
+  },
+  {
     apiKey: 37,
     name: "CreatePartitions",
     minVersion: createPartitionsRequest.CreatePartitionsRequestSchema.minVersion,
@@ -570,6 +590,34 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: offsetDeleteResponse.encodeOffsetDeleteResponse,
     defaultRequest: offsetDeleteRequest.defaultOffsetDeleteRequest,
     defaultResponse: offsetDeleteResponse.defaultOffsetDeleteResponse,
+  },
+  {
+    apiKey: 50,
+    name: "DescribeUserScramCredentials",
+    minVersion: describeUserScramCredentialsRequest.DescribeUserScramCredentialsRequestSchema.minVersion,
+    maxVersion: describeUserScramCredentialsRequest.DescribeUserScramCredentialsRequestSchema.maxVersion,
+    flexibleMinVersion: describeUserScramCredentialsRequest.DescribeUserScramCredentialsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: describeUserScramCredentialsRequest.DescribeUserScramCredentialsRequestSchema.latestVersionUnstable,
+    decodeRequest: describeUserScramCredentialsRequest.decodeDescribeUserScramCredentialsRequest,
+    encodeRequest: describeUserScramCredentialsRequest.encodeDescribeUserScramCredentialsRequest,
+    decodeResponse: describeUserScramCredentialsResponse.decodeDescribeUserScramCredentialsResponse,
+    encodeResponse: describeUserScramCredentialsResponse.encodeDescribeUserScramCredentialsResponse,
+    defaultRequest: describeUserScramCredentialsRequest.defaultDescribeUserScramCredentialsRequest,
+    defaultResponse: describeUserScramCredentialsResponse.defaultDescribeUserScramCredentialsResponse,
+  },
+  {
+    apiKey: 51,
+    name: "AlterUserScramCredentials",
+    minVersion: alterUserScramCredentialsRequest.AlterUserScramCredentialsRequestSchema.minVersion,
+    maxVersion: alterUserScramCredentialsRequest.AlterUserScramCredentialsRequestSchema.maxVersion,
+    flexibleMinVersion: alterUserScramCredentialsRequest.AlterUserScramCredentialsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: alterUserScramCredentialsRequest.AlterUserScramCredentialsRequestSchema.latestVersionUnstable,
+    decodeRequest: alterUserScramCredentialsRequest.decodeAlterUserScramCredentialsRequest,
+    encodeRequest: alterUserScramCredentialsRequest.encodeAlterUserScramCredentialsRequest,
+    decodeResponse: alterUserScramCredentialsResponse.decodeAlterUserScramCredentialsResponse,
+    encodeResponse: alterUserScramCredentialsResponse.encodeAlterUserScramCredentialsResponse,
+    defaultRequest: alterUserScramCredentialsRequest.defaultAlterUserScramCredentialsRequest,
+    defaultResponse: alterUserScramCredentialsResponse.defaultAlterUserScramCredentialsResponse,
   },
   {
     apiKey: 60,
