@@ -18,12 +18,19 @@
  *
  * By version: v1 is flexible.
  *
+ * From another bunka broker (cluster mode, the inter-broker client's id `bunka-broker-<id>`) the request is
+ * a wake-up, not markers to write (cluster/peer-marker-wake.ts): the coordinator queued the markers on the
+ * shared volume first, and this broker applies that producer's queued files now, under the producer's lock,
+ * then answers NONE for every partition named. It writes nothing from the request itself, so a late or
+ * repeated one cannot end a later transaction; the coordinator looks at the files again either way.
+ *
  * Deliberately not done: authorization (CLUSTER_ACTION), the __consumer_offsets special case (bunka keeps
  * offsets outside the log).
  */
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { WriteTxnMarkersRequest } from "../protocol/generated/write-txn-markers-request.ts";
 import type { WriteTxnMarkersResponseInit } from "../protocol/generated/write-txn-markers-response.ts";
+import { PEER_CLIENT_ID_PREFIX } from "../cluster/peer-marker-wake.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -50,13 +57,21 @@ function toResponse(results: Results): WriteTxnMarkersResponseInit {
 }
 
 export function writeTxnMarkersHandler(services: BrokerServices): Handler<WriteTxnMarkersRequest, WriteTxnMarkersResponseInit> {
-  const { topics, ownership, txn, log } = services;
+  const { topics, ownership, txn, log, queuedMarkers } = services;
   return {
     apiKey: 27,
     minVersion: 0,
     maxVersion: 1,
-    async handle(request) {
+    async handle(request, ctx) {
       const results: Results = new Map();
+      if (queuedMarkers !== undefined && (ctx.header.clientId ?? "").startsWith(PEER_CLIENT_ID_PREFIX)) {
+        const producers = new Set(request.markers.map((m) => m.producerId).filter((id) => Number.isSafeInteger(id) && id >= 0));
+        await Promise.all([...producers].map((producerId) => queuedMarkers.applyProducer(producerId)));
+        for (const marker of request.markers) {
+          for (const t of marker.topics) for (const partition of t.partitionIndexes) record(results, marker.producerId, t.name, partition, ErrorCode.NONE);
+        }
+        return toResponse(results);
+      }
       const writes: Promise<void>[] = [];
       for (const marker of request.markers) {
         const valid =

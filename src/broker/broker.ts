@@ -5,6 +5,7 @@
  */
 import { FenceWatcher } from "../cluster/fence-watcher.ts";
 import { type MarkerSpec, MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
+import { peerClientId, peerMarkerWake } from "../cluster/peer-marker-wake.ts";
 import { ClusterOwnership, NOTHING_OWNED, type OwnershipSource } from "../cluster/cluster-ownership.ts";
 import { type BrokerEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
@@ -14,7 +15,7 @@ import { ensureDir } from "../storage/atomic-file.ts";
 import { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import { loadOrCreateClusterMeta } from "../storage/cluster-meta.ts";
 import { FenceLogWriter } from "../storage/fence-log.ts";
-import { MarkerQueue } from "../storage/marker-queue.ts";
+import { MarkerQueue, type QueuedMarkers } from "../storage/marker-queue.ts";
 import { ProducerIdStore } from "../storage/producer-id-store.ts";
 import { TopicStore } from "../storage/topic-store.ts";
 import { TxnStateStore } from "../storage/txn-state-store.ts";
@@ -210,6 +211,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     writeMarker: partitions.writeMarker.bind(partitions),
     fenceProducer: partitions.fenceProducer.bind(partitions),
   };
+  // Cluster mode: a leader that markers were queued for is asked over the inter-broker client, which is
+  // built below (it needs the coordinator's verifier); until then, and when asking fails, etcd wakes it.
+  let askPeerToApply: (brokerId: number, markers: QueuedMarkers) => Promise<boolean> = async () => false;
   const txn = new TxnCoordinator({
     store: txnStore,
     allocateProducerId: () => producerIds.allocate(),
@@ -219,6 +223,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     fenceLog,
     markerQueue,
     waker,
+    ...(clusterMode ? { askPeerToApply: (brokerId: number, markers: QueuedMarkers) => askPeerToApply(brokerId, markers) } : {}),
     clock,
     log,
     options: {
@@ -241,10 +246,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
           const endpoint = ownership.brokers().find((b) => b.brokerId === brokerId);
           return endpoint === undefined ? undefined : { host: endpoint.host, port: endpoint.port };
         },
-        clientId: `bunka-broker-${config.brokerId}`,
+        clientId: peerClientId(config.brokerId),
         log,
       })
     : undefined;
+  if (peers !== undefined) askPeerToApply = peerMarkerWake(peers, log);
   const remoteTxnVerifier = peers === undefined ? undefined : new RemoteTxnVerifier({ ownership, peers, local: txn.verifier, log });
   partitions.setTransactionVerifier(remoteTxnVerifier?.verifier ?? txn.verifier);
   const markerWatcher = new MarkerQueueWatcher({
@@ -286,6 +292,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     groups,
     txn,
     ...(remoteTxnVerifier === undefined ? {} : { remoteTxnVerifier }),
+    ...(clusterMode ? { queuedMarkers: markerWatcher } : {}),
     fetchSessions: new FetchSessionCache({
       slots: config.maxIncrementalFetchSessionCacheSlots,
       evictionMs: config.minIncrementalFetchSessionEvictionMs,

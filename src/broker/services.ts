@@ -54,6 +54,12 @@ export interface BrokerServices {
    * (broker/remote-txn-verifier.ts); Produce asks it before the append. Absent in single-broker mode.
    */
   remoteTxnVerifier?: RemoteTxnVerifier;
+  /**
+   * Cluster mode: the watcher of the markers other brokers' coordinators queued for this one; a peer's
+   * WriteTxnMarkers asks it to apply a producer's files now (cluster/peer-marker-wake.ts). Absent in
+   * single-broker mode.
+   */
+  queuedMarkers?: { applyProducer(producerId: number): Promise<unknown> };
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

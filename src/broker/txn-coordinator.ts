@@ -242,6 +242,13 @@ export interface TxnCoordinatorDeps {
    * once the file is durable (the targets' polls stay the fallback). Absent: nobody is woken.
    */
   waker?: Waker;
+  /**
+   * Cluster mode: asks the broker a marker file was queued for to apply it now, with a request between
+   * brokers (cluster/peer-marker-wake.ts); resolves true once that broker answered (it has applied what it
+   * found of the producer's files), false when it could not be asked. Absent, or false: the etcd wake-up
+   * instead. Either way the files stay the truth: the answer only makes the coordinator look again.
+   */
+  askPeerToApply?: (brokerId: number, markers: QueuedMarkers) => Promise<boolean>;
 }
 
 export interface ProducerIdAndEpochAnswer {
@@ -306,6 +313,8 @@ export class TxnCoordinator {
   private closed = false;
   /** `queuedMarkersApplied` waits between looks, cut short by a "markers-applied" wake-up. */
   private readonly appliedWaiters = new Set<() => void>();
+  /** Counts "markers applied" news, so that news arriving while a look runs sends it round again at once. */
+  private appliedNews = 0;
   private readonly stopAppliedWakes: (() => void) | undefined;
   private readonly locks = new Map<string, Promise<void>>();
   /**
@@ -353,11 +362,29 @@ export class TxnCoordinator {
     this.holdMaxMs = deps.options.completionHoldMaxMs ?? TXN_COMPLETION_HOLD_MAX_MS;
     // A peer applied markers this broker queued: the transactions waiting for them look again now.
     this.stopAppliedWakes = deps.waker?.onWake((target) => {
-      if (target.kind !== "markers-applied" || target.brokerId !== deps.ownership.selfId) return;
-      const waiting = [...this.appliedWaiters];
-      this.appliedWaiters.clear();
-      for (const resolve of waiting) resolve();
+      if (target.kind === "markers-applied" && target.brokerId === deps.ownership.selfId) this.markersApplied();
     });
+  }
+
+  /** Peers applied markers this broker queued (a wake-up, or a request's answer): the waiting look again. */
+  private markersApplied(): void {
+    this.appliedNews += 1;
+    const waiting = [...this.appliedWaiters];
+    this.appliedWaiters.clear();
+    for (const resolve of waiting) resolve();
+  }
+
+  /** Tells the leader that markers were queued for it: by request when possible, else by the etcd wake-up. */
+  private wakeLeader(brokerId: number, queued: QueuedMarkers): void {
+    const { askPeerToApply, waker } = this.deps;
+    if (askPeerToApply === undefined) {
+      waker?.wake({ kind: "broker", brokerId });
+      return;
+    }
+    void askPeerToApply(brokerId, queued).then(
+      (answered) => (answered ? this.markersApplied() : waker?.wake({ kind: "broker", brokerId })),
+      () => waker?.wake({ kind: "broker", brokerId }),
+    );
   }
 
   // ---- life cycle ------------------------------------------------------------------------------
@@ -1185,7 +1212,7 @@ export class TxnCoordinator {
     );
     const queued = Promise.all(
       [...peers].map(async ([broker, tps]) => {
-        await this.deps.markerQueue.enqueue(broker, {
+        const queuedMarkers: QueuedMarkers = {
           transactionalId: id,
           producerId: markers.producerId,
           producerEpoch: markers.producerEpoch,
@@ -1193,8 +1220,9 @@ export class TxnCoordinator {
           result: markers.result,
           partitions: toTopicPartitions(tps),
           decidedMs: markers.decidedMs,
-        });
-        this.deps.waker?.wake({ kind: "broker", brokerId: broker });
+        };
+        await this.deps.markerQueue.enqueue(broker, queuedMarkers);
+        this.wakeLeader(broker, queuedMarkers);
         for (const tp of tps) finished.add(tpKey(tp));
         record.queued = true;
       }),
@@ -1231,9 +1259,18 @@ export class TxnCoordinator {
     const pauses = this.deps.options.queuedMarkersPausesMs ?? QUEUED_MARKERS_PAUSES_MS_DEFAULT;
     let waitedMs = 0;
     let pauseMs = pauses.firstMs;
+    let lookedAgain = false;
     for (;;) {
+      const newsBefore = this.appliedNews;
       const files = await markerQueue.filesOf(markers);
       if (files.length === 0) return true;
+      // A peer said it applied something while the look ran, so the look may predate it: look again at
+      // once (once per pause, so that other transactions' news cannot keep this loop from pausing).
+      if (!lookedAgain && this.appliedNews !== newsBefore && !this.closed) {
+        lookedAgain = true;
+        continue;
+      }
+      lookedAgain = false;
       const live = new Set(ownership.brokers().map((b) => b.brokerId));
       for (const file of files) if (!live.has(file.brokerId)) await this.handOnOrphan(id, file, live);
       if (this.closed || waitedMs >= waitMs) {
@@ -1280,7 +1317,7 @@ export class TxnCoordinator {
     }
     for (const [leader, tps] of byLeader) {
       await markerQueue.enqueue(leader, { ...queued, partitions: toTopicPartitions(tps) }, file.brokerId);
-      this.deps.waker?.wake({ kind: "broker", brokerId: leader });
+      this.wakeLeader(leader, { ...queued, partitions: toTopicPartitions(tps) });
     }
     await markerQueue.remove(file.path);
     log.info("handed on transaction markers queued for a broker that left", { transactionalId: id, from: file.brokerId, to: [...byLeader.keys()] });

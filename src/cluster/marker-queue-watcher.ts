@@ -17,7 +17,10 @@
  *
  * In cluster mode a wake-up (cluster/waker.ts) for this broker polls at once, a broker that markers are
  * handed on to is woken, and so is the coordinator of a file applied in full (it completes the
- * transaction once none of its files is left); the poll stays the fallback.
+ * transaction once none of its files is left); the poll stays the fallback. A coordinator may also ask
+ * directly (`applyProducer`, from a peer's WriteTxnMarkers, see broker/27-write-txn-markers.ts): that
+ * producer's files are applied at once and the request's answer tells the coordinator, with no etcd round
+ * trip either way. Either path takes a producer's lock first, so a file is never applied by two at once.
  *
  * Also the ports the coordinator and this watcher share with the partition side (PartitionManager
  * implements them): `WriteMarker`.
@@ -109,6 +112,8 @@ export class MarkerQueueWatcher {
   private stopWakes: (() => void) | undefined;
   /** A wake-up that came while a poll ran: one more poll after it, for files that poll may have missed. */
   private wokenDuringPoll = false;
+  /** Per producer (its files' name prefix), the tail of the work on its files: one at a time, in order. */
+  private readonly producerTails = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: MarkerQueueWatcherDeps) {}
 
@@ -145,6 +150,38 @@ export class MarkerQueueWatcher {
     return this.polling;
   }
 
+  /**
+   * Applies the files queued for this broker of one producer now, in order, and resolves once they are
+   * done (applied and removed, or left for the next poll when something failed retriably). Files applied
+   * here do not wake their coordinator through etcd: it asked, and is told by its request's answer.
+   */
+  async applyProducer(producerId: number): Promise<MarkerPollResult> {
+    const result: MarkerPollResult = { files: 0, completed: 0, written: 0, forwarded: 0, retried: 0 };
+    if (this.stopped) return result;
+    const producer = String(producerId);
+    await this.withProducer(producer, async () => {
+      // Listed inside the lock: a poll that held it may have removed some of the files meanwhile.
+      const paths = (await this.deps.queue.list(this.deps.ownership.selfId)).filter((path) => producerOfFile(path) === producer);
+      for (const path of paths) {
+        if (this.stopped) return;
+        await this.applyFile(path, result, { requested: true });
+      }
+    });
+    return result;
+  }
+
+  /** Runs `work` once the producer's earlier work is done; the next waits for this one. */
+  private withProducer(producer: string, work: () => Promise<void>): Promise<void> {
+    const previous = this.producerTails.get(producer) ?? Promise.resolve();
+    const run = previous.then(work);
+    const tail = run.catch(() => undefined);
+    this.producerTails.set(producer, tail);
+    void tail.then(() => {
+      if (this.producerTails.get(producer) === tail) this.producerTails.delete(producer);
+    });
+    return run;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopWakes?.();
@@ -166,13 +203,16 @@ export class MarkerQueueWatcher {
       const producer = producerOfFile(path);
       byProducer.set(producer, [...(byProducer.get(producer) ?? []), path]);
     }
-    const lanes = [...byProducer.values()];
+    const lanes = [...byProducer];
     const runLane = async (): Promise<void> => {
       for (let lane = lanes.shift(); lane !== undefined; lane = lanes.shift()) {
-        for (const path of lane) {
-          if (this.stopped) return;
-          await this.applyFile(path, result);
-        }
+        const [producer, paths] = lane;
+        await this.withProducer(producer, async () => {
+          for (const path of paths) {
+            if (this.stopped) return;
+            await this.applyFile(path, result);
+          }
+        });
       }
     };
     await Promise.all(Array.from({ length: Math.min(MAX_FILES_AT_ONCE, lanes.length) }, runLane));
@@ -180,7 +220,7 @@ export class MarkerQueueWatcher {
   }
 
   /** Applies one queued file: this broker's markers written, others handed on, the file removed or rewritten. */
-  private async applyFile(path: string, result: MarkerPollResult): Promise<void> {
+  private async applyFile(path: string, result: MarkerPollResult, how: { requested?: boolean } = {}): Promise<void> {
     const { queue, ownership, log } = this.deps;
     const self = ownership.selfId;
     result.files += 1;
@@ -195,6 +235,7 @@ export class MarkerQueueWatcher {
       }
       return;
     }
+    // Gone: applied meanwhile by whoever held the producer's lock before (a poll or a request).
     if (markers === undefined) return;
     const remaining: { topic: string; partition: number }[] = [];
     const forwards = new Map<number, { topic: string; partition: number }[]>();
@@ -245,9 +286,10 @@ export class MarkerQueueWatcher {
     if (remaining.length === 0) {
       await queue.remove(path);
       result.completed += 1;
-      // The coordinator completes the transaction once none of its files is left: tell it now.
+      // The coordinator completes the transaction once none of its files is left: tell it now (unless it
+      // asked, and learns it from its request's answer).
       const coordinator = ownership.slotOwner("txn", slotOf(markers.transactionalId));
-      if (coordinator >= 0) this.deps.waker?.wake({ kind: "markers-applied", brokerId: coordinator });
+      if (coordinator >= 0 && how.requested !== true) this.deps.waker?.wake({ kind: "markers-applied", brokerId: coordinator });
     } else {
       result.retried += remaining.length;
       if (remaining.length < total) await queue.replace(path, { ...markers, partitions: toTopicPartitions(remaining) });

@@ -11,7 +11,7 @@ import type { BrokerEndpoint, Ownership, Standing } from "../../../src/cluster/o
 import type { OwnedResource } from "../../../src/cluster/cluster-keys.ts";
 import { slotOf } from "../../../src/cluster/ownership.ts";
 import type { MarkerSpec, MarkerWriteResult } from "../../../src/cluster/marker-queue-watcher.ts";
-import { TxnCoordinator, verifyGroup, type EndTxnPhase, type TxnObserver, type TxnOffsetHook, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
+import { TxnCoordinator, verifyGroup, type EndTxnPhase, type TxnObserver, type TxnOffsetHook, type TxnCoordinatorDeps, type TxnPartitionSide } from "../../../src/broker/txn-coordinator.ts";
 import type { FileHandle, OpenMode } from "../../../src/platform/fs.ts";
 import { FatalError } from "../../../src/errors/errors.ts";
 import { ErrorCode } from "../../../src/errors/generated/error-codes.ts";
@@ -103,6 +103,8 @@ interface Harness {
   store: TxnStateStore;
   queue: MarkerQueue;
   coordinator: TxnCoordinator;
+  /** How many times the coordinator looked for a decision's queued files (filesOf). */
+  looks: () => number;
 }
 
 async function setup(
@@ -121,6 +123,7 @@ async function setup(
     queuedMarkersWaitMs?: number;
     queuedMarkersPausesMs?: { firstMs: number; maxMs: number };
     waker?: Waker;
+    askPeerToApply?: TxnCoordinatorDeps["askPeerToApply"];
   } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
@@ -134,6 +137,7 @@ async function setup(
   const fenceLog = await FenceLogWriter.open(fs, DATA, ownership.selfId);
   const queue = new MarkerQueue(fs, DATA);
   const offsets = new FakeOffsets(events);
+  let looks = 0;
   const coordinator = new TxnCoordinator({
     store,
     allocateProducerId: () => producerIds.allocate(),
@@ -146,7 +150,10 @@ async function setup(
         events.push(`enqueue to-${brokerId} ${markers.result} ${markers.partitions.map((t) => `${t.topic}:${t.partitions.join(",")}`).join(" ")}`);
         return queue.enqueue(brokerId, markers);
       },
-      filesOf: (markers) => queue.filesOf(markers),
+      filesOf: (markers) => {
+        looks += 1;
+        return queue.filesOf(markers);
+      },
       read: (path) => queue.read(path),
       remove: (path) => queue.remove(path),
     },
@@ -154,12 +161,13 @@ async function setup(
     log: silentLogger,
     options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }), ...(opts.queuedMarkersWaitMs === undefined ? {} : { queuedMarkersWaitMs: opts.queuedMarkersWaitMs }), ...(opts.queuedMarkersPausesMs === undefined ? {} : { queuedMarkersPausesMs: opts.queuedMarkersPausesMs }) },
     ...(opts.waker === undefined ? {} : { waker: opts.waker }),
+    ...(opts.askPeerToApply === undefined ? {} : { askPeerToApply: opts.askPeerToApply }),
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
     ...(opts.onFatal === undefined ? {} : { onFatal: opts.onFatal }),
   });
   await coordinator.start();
   if (opts.ready !== false) await coordinator.whenReady();
-  return { fs, clock, ownership, events, partitions, offsets, store, queue, coordinator };
+  return { fs, clock, ownership, events, partitions, offsets, store, queue, coordinator, looks: () => looks };
 }
 
 async function init(h: Harness, transactionalId: string, timeoutMs = 60_000): Promise<{ producerId: number; producerEpoch: number }> {
@@ -267,6 +275,67 @@ describe("commit and abort", () => {
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
     await h.coordinator.close();
     expect(listeners.size).toBe(0);
+  });
+
+  test("cluster mode: the leader is asked to apply its queued file by request, and its answer ends the wait at once, with no etcd wake-up either way", async () => {
+    const woken: WakeTarget[] = [];
+    const waker: Waker = { wake: (target) => void woken.push(target), onWake: () => () => undefined, close: async () => undefined };
+    const asked: string[] = [];
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    // The peer answers when the test says; the coordinator's pauses are a minute long, so only the answer
+    // can end its wait within the test.
+    const h: Harness = await setup({
+      queuedMarkersWaitMs: 600_000,
+      queuedMarkersPausesMs: { firstMs: 60_000, maxMs: 60_000 },
+      waker,
+      askPeerToApply: async (brokerId, markers) => {
+        asked.push(`${brokerId} ${markers.producerId} ${markers.result} ${markers.partitions.map((t) => `${t.topic}:${t.partitions.join(",")}`).join(" ")}`);
+        await answered;
+        return true;
+      },
+    });
+    h.ownership.peers.add(1);
+    h.ownership.leaders.set("orders-1", 1);
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) })).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    // The coordinator looked, found broker 1's file, and waits; broker 1 applies it (removes it) and answers.
+    await until("the coordinator's first look at the queued files", 5_000, async () => (h.looks() >= 1 ? true : undefined));
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    for (const file of await h.queue.list(1)) await h.queue.remove(file);
+    answer();
+    await h.coordinator.settled("tx");
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect(asked).toEqual([`1 ${p.producerId} commit orders:1`]);
+    expect(woken.filter((t) => t.kind === "broker")).toEqual([]);
+  });
+
+  test("cluster mode: a leader that cannot be asked (no answer) is woken through etcd instead, and the transaction waits for its file", async () => {
+    const listeners = new Set<(target: WakeTarget) => void>();
+    const woken: WakeTarget[] = [];
+    const waker: Waker = {
+      wake: (target) => void woken.push(target),
+      onWake: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      close: async () => undefined,
+    };
+    const h = await setup({ queuedMarkersWaitMs: 600_000, queuedMarkersPausesMs: { firstMs: 60_000, maxMs: 60_000 }, waker, askPeerToApply: async () => false });
+    h.ownership.peers.add(1);
+    h.ownership.leaders.set("orders-1", 1);
+    const p = await init(h, "tx");
+    expect(await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(1) })).toBe(ErrorCode.NONE);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    await until("broker 1 woken through etcd", 5_000, async () => (woken.some((t) => t.kind === "broker" && t.brokerId === 1) ? true : undefined));
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    // Broker 1 applies it after the etcd wake-up and says so the etcd way.
+    for (const file of await h.queue.list(1)) await h.queue.remove(file);
+    for (const listener of listeners) listener({ kind: "markers-applied", brokerId: h.ownership.selfId });
+    await h.coordinator.settled("tx");
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    await h.coordinator.close();
   });
 
   test("cluster mode: markers queued for a broker that left are handed on to the partition's live leader, then the transaction completes", async () => {

@@ -130,6 +130,46 @@ describe("marker queue watcher", () => {
     expect(woken).toEqual([{ kind: "markers-applied", brokerId: 7 }]);
   });
 
+  test("a coordinator's request applies that producer's files only, in order, and wakes nobody through etcd (the answer tells it)", async () => {
+    const woken: WakeTarget[] = [];
+    const waker: Waker = { wake: (t) => void woken.push(t), onWake: () => () => undefined, close: async () => undefined };
+    const h = setup(1, { waker });
+    h.ownership.slotOwner = () => 7;
+    await h.queue.enqueue(1, markers([0], { producerEpoch: 4, decidedMs: 1_700_000_000_500 }));
+    await h.queue.enqueue(1, markers([1], { decidedMs: 1_700_000_000_000 }));
+    await h.queue.enqueue(1, markers([2], { producerId: 5000 }));
+    expect(await h.watcher.applyProducer(4000)).toEqual({ files: 2, completed: 2, written: 2, forwarded: 0, retried: 0 });
+    expect(h.written).toEqual(["orders-1 commit pid=4000 epoch=3", "orders-0 commit pid=4000 epoch=4"]);
+    expect((await h.queue.list(1)).map((path) => path.split("/").pop())).toEqual(["5000-3-1700000000000-commit.json"]);
+    expect(woken).toEqual([]);
+    // A poll applies the rest, and wakes that file's coordinator as before.
+    await h.watcher.poll();
+    expect(woken).toEqual([{ kind: "markers-applied", brokerId: 7 }]);
+  });
+
+  test("a request and a poll at once apply each file once: one producer's work waits for the other's", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let writes = 0;
+    const writeMarker = async (): Promise<MarkerWriteResult> => {
+      writes += 1;
+      // The first write (the poll's) is held, so the request arrives while the poll holds the producer.
+      if (writes === 1) await held;
+      return { ok: true, offset: writes };
+    };
+    const h = setup(1, { writeMarker });
+    await h.queue.enqueue(1, markers([0]));
+    const polled = h.watcher.poll();
+    await waitUntil(() => writes === 1, "the poll writing the marker");
+    const requested = h.watcher.applyProducer(4000);
+    release();
+    const [poll, request] = await Promise.all([polled, requested]);
+    expect(writes).toBe(1);
+    expect(poll.completed).toBe(1);
+    expect(request).toEqual({ files: 0, completed: 0, written: 0, forwarded: 0, retried: 0 });
+    expect(await h.queue.list(1)).toEqual([]);
+  });
+
   test("applies markers queued for this broker, then removes the file", async () => {
     const h = setup(1);
     await h.queue.enqueue(1, markers([0, 2]));
