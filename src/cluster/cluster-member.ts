@@ -271,7 +271,13 @@ export class ClusterMember implements ClusterStatusSource {
 
   /** The live brokers as Metadata lists them. */
   liveBrokers(): BrokerEndpoint[] {
-    return this.live.map((b) => ({ brokerId: b.brokerId, host: b.kafka.host, port: b.kafka.port, rack: b.rack }));
+    return this.live.map((b) => ({
+      brokerId: b.brokerId,
+      host: b.kafka.host,
+      port: b.kafka.port,
+      rack: b.rack,
+      ...(b.listeners === undefined ? {} : { listeners: b.listeners.map((l) => ({ name: l.name, host: l.host, port: l.port })) }),
+    }));
   }
 
   status(): ClusterStatus {

@@ -13,7 +13,7 @@
  * single-broker mode.
  */
 import type { OwnedResource } from "./cluster-keys.ts";
-import type { BrokerEndpoint, Ownership, Standing } from "./ownership.ts";
+import { type BrokerEndpoint, endpointsFor, type NamedEndpoint, type Ownership, type Standing } from "./ownership.ts";
 
 /** What ClusterOwnership asks about moving ownership: the ownership manager. */
 export interface OwnershipSource {
@@ -52,8 +52,8 @@ export class ClusterOwnership implements Ownership {
     this.moving = source;
   }
 
-  setAdvertised(host: string, port: number): void {
-    this.self = { ...this.self, host, port };
+  setAdvertised(host: string, port: number, listeners?: readonly NamedEndpoint[]): void {
+    this.self = { ...this.self, host, port, ...(listeners === undefined ? {} : { listeners }) };
   }
 
   /**
@@ -61,9 +61,9 @@ export class ClusterOwnership implements Ownership {
    * this broker answers for what it owns until its lease says otherwise) and the other live brokers,
    * lowest id first.
    */
-  brokers(): BrokerEndpoint[] {
+  brokers(listenerName?: string): BrokerEndpoint[] {
     const others = this.liveBrokers().filter((b) => b.brokerId !== this.selfId);
-    return [this.self, ...others].sort((a, b) => a.brokerId - b.brokerId);
+    return endpointsFor([this.self, ...others].sort((a, b) => a.brokerId - b.brokerId), listenerName);
   }
 
   controllerId(): number {

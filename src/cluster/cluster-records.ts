@@ -19,11 +19,21 @@ export interface HostPort {
   port: number;
 }
 
+export interface NamedHostPort extends HostPort {
+  name: string;
+}
+
 /** What a broker advertises about itself while it is live. */
 export interface BrokerRegistration {
   brokerId: number;
-  /** The Kafka listener as clients reach it. */
+  /** The inter-broker listener as peers reach it (the one Kafka listener of older records). */
   kafka: HostPort;
+  /**
+   * Every advertised listener, by name, for Metadata per listener; absent in records of brokers that
+   * predate listeners (readers then use `kafka` for every listener). An optional field, so that such
+   * brokers read the new records too.
+   */
+  listeners?: NamedHostPort[];
   /** The HTTP side-port, null when it is off. */
   http: HostPort | null;
   rack: string | null;
@@ -67,6 +77,15 @@ function hostPortField(key: string, field: string, value: unknown): HostPort {
   return { host: hp.host, port: hp.port };
 }
 
+function listenersField(key: string, value: unknown): NamedHostPort[] {
+  if (!Array.isArray(value)) throw new CorruptStateError(`etcd key ${key}`, "listeners is not a list");
+  return value.map((entry: unknown, i) => {
+    const name = (entry as { name?: unknown } | null)?.name;
+    if (typeof name !== "string" || name === "") throw new CorruptStateError(`etcd key ${key}`, `listeners[${i}] has no name`);
+    return { name, ...hostPortField(key, `listeners[${i}]`, entry) };
+  });
+}
+
 export function encodeBrokerRecord(registration: BrokerRegistration): string {
   return JSON.stringify({ format: BROKER_RECORD_FORMAT, version: RECORD_VERSION, ...registration });
 }
@@ -79,6 +98,7 @@ export function decodeBrokerRecord(key: string, value: string): BrokerRegistrati
     kafka: hostPortField(key, "kafka", record.kafka),
     http: record.http === null ? null : hostPortField(key, "http", record.http),
     rack: record.rack,
+    ...(record.listeners === undefined ? {} : { listeners: listenersField(key, record.listeners) }),
   };
 }
 

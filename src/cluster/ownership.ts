@@ -9,16 +9,49 @@ export const SLOT_COUNT = 50;
 
 export interface BrokerEndpoint {
   brokerId: number;
+  /** The inter-broker listener's address (the only one before listeners existed). */
   host: string;
   port: number;
   rack: string | null;
+  /** Every advertised listener, by name; absent for a broker that registered only `host:port`. */
+  listeners?: readonly NamedEndpoint[];
+}
+
+/** One advertised listener of a broker. */
+export interface NamedEndpoint {
+  name: string;
+  host: string;
+  port: number;
+}
+
+/**
+ * The brokers as a client on listener `listenerName` must reach them (Apache's rule: a client on the SSL
+ * listener is told every broker's SSL address). A broker without that listener is left out, as Apache's
+ * metadata cache leaves it out; one that registered no listeners (an older bunka) is named by its only
+ * address. No name: the inter-broker addresses.
+ */
+export function endpointsFor(brokers: readonly BrokerEndpoint[], listenerName: string | undefined): BrokerEndpoint[] {
+  if (listenerName === undefined) return [...brokers];
+  const out: BrokerEndpoint[] = [];
+  for (const b of brokers) {
+    if (b.listeners === undefined) {
+      out.push(b);
+      continue;
+    }
+    const l = b.listeners.find((e) => e.name === listenerName);
+    if (l !== undefined) out.push({ ...b, host: l.host, port: l.port });
+  }
+  return out;
 }
 
 export interface Ownership {
   /** The broker this process is. */
   readonly selfId: number;
-  /** Every live broker, for Metadata and DescribeCluster. */
-  brokers(): BrokerEndpoint[];
+  /**
+   * Every live broker, for Metadata, FindCoordinator and DescribeCluster: at its address on listener
+   * `listenerName` (the request's own, see `endpointsFor`), or its inter-broker address without one.
+   */
+  brokers(listenerName?: string): BrokerEndpoint[];
   controllerId(): number;
   /** Leader of a partition, or -1 when none is known. */
   partitionLeader(topic: string, partition: number): number;
@@ -60,11 +93,11 @@ export class SingleBrokerOwnership implements Ownership {
   constructor(readonly selfId: number, host: string, port: number) {
     this.endpoint = { brokerId: selfId, host, port, rack: null };
   }
-  setAdvertised(host: string, port: number): void {
-    this.endpoint = { ...this.endpoint, host, port };
+  setAdvertised(host: string, port: number, listeners?: readonly NamedEndpoint[]): void {
+    this.endpoint = { ...this.endpoint, host, port, ...(listeners === undefined ? {} : { listeners }) };
   }
-  brokers(): BrokerEndpoint[] {
-    return [this.endpoint];
+  brokers(listenerName?: string): BrokerEndpoint[] {
+    return endpointsFor([this.endpoint], listenerName);
   }
   controllerId(): number {
     return this.selfId;

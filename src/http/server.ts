@@ -4,6 +4,8 @@
  *
  * - Port 0 picks a free port; `port` is the real one. A port in use is an error (no SO_REUSEPORT).
  * - Request bodies are capped small: no endpoint takes more than a bearer token and a path.
+ * - `tls` (http.ssl.*, net/tls-material.ts reads the PEM files): the side-port speaks HTTPS only. Its
+ *   certificate is read at start; a new one takes a restart (the Kafka listeners reload theirs).
  * - close() stops accepting, lets requests in flight finish for up to `closeTimeoutMs`, then cuts whatever
  *   is left (a browser's idle keep-alive connection must not hold up a broker's shutdown).
  */
@@ -16,6 +18,8 @@ export interface HttpServerOptions {
   fetch: (request: Request) => Response | Promise<Response>;
   log: Logger;
   closeTimeoutMs?: number;
+  /** Bun.serve's TLS options: HTTPS on this port. */
+  tls?: Bun.TLSOptions;
 }
 
 export interface HttpServer {
@@ -39,6 +43,7 @@ export function startHttpServer(opts: HttpServerOptions): HttpServer {
       reusePort: false,
       maxRequestBodySize: HTTP_MAX_REQUEST_BODY_BYTES,
       fetch: opts.fetch,
+      ...(opts.tls === undefined ? {} : { tls: opts.tls }),
     });
   } catch (error) {
     // Bun's message ("Failed to start server. Is port 9644 in use?") does not say which server.

@@ -33,6 +33,15 @@
  *   closed, like Apache's connections.max.idle.ms.
  * - Each connection has its own state; whatever one connection does (garbage, oversize frames, never reading)
  *   only ever closes that connection.
+ * - Listeners (docs/architecture.md, "Listeners and TLS"): one KafkaListener binds every configured
+ *   listener (PLAINTEXT, SSL, SASL_*, each its own port), and their connections share the bounds above.
+ *   Every connection carries a ConnectionSecurity for its life: its listener's name and security protocol,
+ *   the principal (ANONYMOUS, or from a verified client certificate on SSL) and whether it is
+ *   authenticated (SASL_* connections start unauthenticated; SASL itself is the dispatcher's). TLS is
+ *   Bun's own (Bun.listen's `tls`): the handshake must finish within `tlsHandshakeTimeoutMs` or the
+ *   connection is closed; a failed handshake (a plaintext client, an unknown CA, a missing client
+ *   certificate) closes that connection only, with one rate-limited line. New certificates (tls-material.ts)
+ *   re-bind the listener's port: new connections get them, open ones keep theirs.
  *
  * Response framing: dispatch returns the response WITHOUT its size prefix. To write one response with one
  * `write` call, the listener needs the 4 prefix bytes in front of the body:
@@ -42,7 +51,10 @@
  * - a larger unmarked response goes out as two writes (prefix, then body) rather than copying megabytes.
  * Either way, the response bytes belong to the listener once returned: the dispatcher must not reuse them.
  */
-import { DecodeError } from "../errors/errors.ts";
+import { ANONYMOUS_PRINCIPAL, type ConnectionSecurity, type SecurityProtocol, usesSasl, usesTls } from "../domain/security/connection-security.ts";
+import { DecodeError, FatalError } from "../errors/errors.ts";
+import type { TlsMaterialSource } from "./tls-material.ts";
+import { principalOfCertificate } from "./tls-principal.ts";
 import { LogRateLimit } from "../platform/log-rate-limit.ts";
 import { listenError } from "../errors/listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -63,6 +75,8 @@ export interface ConnectionIdentity {
 export interface ConnectionInfo extends ConnectionIdentity {
   /** Room for this request's response in the connection's and the broker's bounds (see the header). */
   readonly responseBudget: ResponseBudget;
+  /** The connection's listener, protocol and principal: one object for the connection's life. */
+  readonly security: ConnectionSecurity;
 }
 
 /**
@@ -87,10 +101,36 @@ export interface ResponseBudget {
 
 export type DispatchResult = Uint8Array | null;
 
-export interface KafkaListenerOptions {
+/** One listener to bind (broker/listener-config.ts resolves them from the settings). */
+export interface ListenerEndpoint {
+  /** The listener's name as in `listeners` (PLAINTEXT, SSL, CLIENT, ...). */
+  name: string;
+  securityProtocol: SecurityProtocol;
   host: string;
   /** 0 picks a free port. */
   port: number;
+  /** SSL and SASL_SSL: the certificate and how clients are checked, reloaded when its files change. */
+  tls?: TlsMaterialSource;
+}
+
+export interface BoundEndpoint {
+  name: string;
+  securityProtocol: SecurityProtocol;
+  host: string;
+  port: number;
+}
+
+export const DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+export interface KafkaListenerOptions {
+  /** The one PLAINTEXT listener (named PLAINTEXT) when `endpoints` is absent. */
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** The listeners to bind; they share the connection and response-byte bounds. Absent: host and port. */
+  endpoints?: ListenerEndpoint[];
+  /** A TLS connection whose handshake has not finished after this long is closed. Default 10 s. */
+  tlsHandshakeTimeoutMs?: number;
   /** socket.request.max.bytes: a larger (or negative) size prefix closes the connection. */
   maxRequestBytes: number;
   /** connections.max.idle.ms; 0 or less never closes an idle connection. */
@@ -135,9 +175,11 @@ export interface KafkaListenerOptions {
 }
 
 export interface KafkaListener {
-  /** The bound address (the real port when 0 was asked for). */
+  /** The first listener's bound address (the real port when 0 was asked for). */
   readonly host: string;
   readonly port: number;
+  /** Every listener as bound, in the order configured. */
+  endpoints(): BoundEndpoint[];
   /**
    * Stops accepting, stops reading, waits for in-flight dispatches to finish and their responses to be
    * flushed, then closes every connection. Bounded by closeTimeoutMs, after which connections are cut.
@@ -163,6 +205,11 @@ export const PAUSE_REASONS: readonly PauseReason[] = ["output", "in-flight", "co
 export interface ConnectionStats {
   id: number;
   remoteAddress: string;
+  listenerName: string;
+  securityProtocol: SecurityProtocol;
+  principal: string;
+  /** A TLS connection still in its handshake. */
+  handshaking: boolean;
   /** Requests dispatched and not yet answered (including finished ones waiting for an earlier one). */
   inFlight: number;
   /** Response bytes the kernel has not taken yet. */
@@ -298,6 +345,10 @@ interface PendingEntry {
 
 interface ConnState {
   readonly info: ConnectionIdentity;
+  readonly security: ConnectionSecurity;
+  /** TLS: the handshake has not finished; `handshakeTimer` closes the connection if it does not in time. */
+  handshaking: boolean;
+  handshakeTimer: ReturnType<typeof setTimeout> | undefined;
   readonly socket: Bun.Socket<ConnRef>;
   readonly frames: FrameAssembler;
   /** Dispatched requests in request order; answered from the head only. */
@@ -588,7 +639,10 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
         const size = conn.frames.peekSize();
         if (size === undefined) break;
         if (size < 0 || size > opts.maxRequestBytes) {
-          logConnectionError(conn, "closing connection: request size out of bounds", { size, maxRequestBytes: opts.maxRequestBytes });
+          // A TLS ClientHello starts 0x16 0x03: say so, it is the usual mistake (SSL client, PLAINTEXT port).
+          const tlsHello = size >>> 16 === 0x1603 && !usesTls(conn.security.securityProtocol);
+          if (tlsHello) logConnectionError(conn, "closing connection: a TLS handshake on a listener without TLS", { listener: conn.security.listenerName });
+          else logConnectionError(conn, "closing connection: request size out of bounds", { size, maxRequestBytes: opts.maxRequestBytes });
           abort(conn);
           return;
         }
@@ -610,6 +664,7 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
       remoteAddress: conn.info.remoteAddress,
       close: conn.info.close,
       responseBudget: new RequestBudget(conn, entry),
+      security: conn.security,
     };
     let result: Promise<DispatchResult> | DispatchResult;
     try {
@@ -712,105 +767,242 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     conn.closed = true;
     waitingForShare.delete(conn);
     if (conn.idleTimer !== undefined) clearTimeout(conn.idleTimer);
+    if (conn.handshakeTimer !== undefined) clearTimeout(conn.handshakeTimer);
     connections.delete(conn);
     conn.resolveClosed();
   }
 
   // ---- Bun.listen ----------------------------------------------------------------------------------------
 
-  let server: Bun.TCPSocketListener<ConnRef>;
-  try {
-    server = Bun.listen<ConnRef>({
-      hostname: opts.host,
-      port: opts.port,
-      data: { conn: undefined } as ConnRef,
-      socket: {
-        binaryType: "uint8array",
-        open(socket) {
-          if (closing || connections.size >= maxConnections) {
-            if (!closing) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections });
-            socket.end();
-            return;
-          }
-          const id = nextId++;
-          let resolveClosed!: () => void;
-          const closedPromise = new Promise<void>((resolve) => (resolveClosed = resolve));
-          const conn: ConnState = {
-            info: {
-              id,
-              remoteAddress: socket.remoteAddress,
-              close: () => abort(conn),
-            },
-            socket,
-            frames: new FrameAssembler(),
-            pending: [],
-            output: [],
-            outputReleases: [],
-            outputBytes: 0,
-            heldBytes: 0,
-            paused: false,
-            pauseReason: undefined,
-            stopReading: false,
-            endWhenFlushed: false,
-            closed: false,
-            errorLogged: false,
-            pumping: false,
-            lastActivityMs: now(),
-            idleTimer: undefined,
-            closedPromise,
-            resolveClosed,
-          };
-          // Each socket gets its own data object rather than the listener's default one.
-          socket.data = { conn };
-          connections.add(conn);
-          if (idleTimeoutMs > 0) armIdleTimer(conn, idleTimeoutMs);
-        },
-        data(socket, chunk) {
-          const conn = socket.data?.conn;
-          if (conn === undefined || conn.closed) return;
-          conn.lastActivityMs = now();
-          // A doomed or draining connection answers nothing more, so what it sends is dropped. A connection
-          // paused for backpressure may still deliver what Bun had already read: that is buffered, and pump()
-          // leaves it undispatched until the output drains.
-          if (conn.stopReading) return;
-          conn.frames.push(chunk);
-          pump(conn);
-        },
-        drain(socket) {
-          const conn = socket.data?.conn;
-          if (conn === undefined || conn.closed) return;
-          flushOutput(conn);
-          if (conn.output.length > 0) return;
-          if (conn.endWhenFlushed) {
-            endSocket(conn);
-            return;
-          }
-          pump(conn);
-        },
-        close(socket) {
-          const conn = socket.data?.conn;
-          if (conn !== undefined) onClosed(conn);
-        },
-        error(socket, error) {
-          const conn = socket.data?.conn;
-          if (conn === undefined) return;
-          report(error, conn);
-          abort(conn);
-        },
-      },
-    });
-  } catch (error) {
-    throw listenError("the Kafka listener", opts.host, opts.port, error);
+  const handshakeTimeoutMs = opts.tlsHandshakeTimeoutMs ?? DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS;
+
+  /** One configured listener and the Bun listeners it has had (a reload re-binds; the old ones keep their connections). */
+  interface EndpointState {
+    readonly spec: ListenerEndpoint;
+    server: Bun.TCPSocketListener<ConnRef>;
+    /** Stopped accepting at a reload; stopped for good at close. */
+    readonly retired: Bun.TCPSocketListener<ConnRef>[];
+    /** The bound port (the real one when 0 was asked for), kept across re-binds. */
+    port: number;
   }
 
-  const bound = { host: server.hostname, port: server.port };
-  log.debug("kafka listener bound", bound);
+  const openConnection = (spec: ListenerEndpoint, socket: Bun.Socket<ConnRef>) => {
+    if (closing || connections.size >= maxConnections) {
+      if (!closing) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections });
+      socket.end();
+      return;
+    }
+    const id = nextId++;
+    let resolveClosed!: () => void;
+    const closedPromise = new Promise<void>((resolve) => (resolveClosed = resolve));
+    const tls = spec.tls !== undefined;
+    const conn: ConnState = {
+      info: {
+        id,
+        remoteAddress: socket.remoteAddress,
+        close: () => abort(conn),
+      },
+      security: {
+        listenerName: spec.name,
+        securityProtocol: spec.securityProtocol,
+        principal: ANONYMOUS_PRINCIPAL,
+        authenticated: !usesSasl(spec.securityProtocol),
+      },
+      handshaking: tls,
+      handshakeTimer: undefined,
+      socket,
+      frames: new FrameAssembler(),
+      pending: [],
+      output: [],
+      outputReleases: [],
+      outputBytes: 0,
+      heldBytes: 0,
+      paused: false,
+      pauseReason: undefined,
+      stopReading: false,
+      endWhenFlushed: false,
+      closed: false,
+      errorLogged: false,
+      pumping: false,
+      lastActivityMs: now(),
+      idleTimer: undefined,
+      closedPromise,
+      resolveClosed,
+    };
+    // Each socket gets its own data object rather than the listener's default one.
+    socket.data = { conn };
+    connections.add(conn);
+    if (idleTimeoutMs > 0) armIdleTimer(conn, idleTimeoutMs);
+    if (tls) {
+      // A handshake that never finishes (a flood of half-open ones) must not hold a connection slot.
+      conn.handshakeTimer = setTimeout(() => {
+        conn.handshakeTimer = undefined;
+        if (conn.closed || !conn.handshaking) return;
+        logConnectionError(conn, "closing connection: TLS handshake not finished in time", { listener: spec.name, handshakeTimeoutMs });
+        abort(conn);
+      }, handshakeTimeoutMs);
+      conn.handshakeTimer.unref?.();
+    }
+  };
+
+  /**
+   * The TLS handshake ended. A failure (a plaintext client, an unknown CA, no certificate where one is
+   * required) closes the connection. A client certificate that does not verify closes it too, also when
+   * the certificate was only requested (Java's SSLEngine fails such a handshake the same way); a verified
+   * one gives an SSL connection its principal.
+   */
+  const handshakeDone = (spec: ListenerEndpoint, socket: Bun.Socket<ConnRef>, success: boolean, authorizationError: Error | null) => {
+    const conn = socket.data?.conn;
+    if (conn === undefined || conn.closed) return;
+    conn.handshaking = false;
+    if (conn.handshakeTimer !== undefined) clearTimeout(conn.handshakeTimer);
+    conn.handshakeTimer = undefined;
+    conn.lastActivityMs = now();
+    if (!success) {
+      logConnectionError(conn, "closing connection: TLS handshake failed", { listener: spec.name, error: authorizationError?.message ?? "handshake failed" });
+      abort(conn);
+      return;
+    }
+    let certificate: Uint8Array | undefined;
+    try {
+      certificate = socket.getPeerX509Certificate()?.raw;
+    } catch {
+      certificate = undefined;
+    }
+    if (certificate === undefined) return;
+    if (!socket.authorized) {
+      logConnectionError(conn, "closing connection: client certificate not trusted", { listener: spec.name, error: authorizationError?.message ?? "not verified" });
+      abort(conn);
+      return;
+    }
+    // SASL_SSL takes its principal from SASL, as Apache's principal builder does.
+    if (spec.securityProtocol !== "SSL") return;
+    try {
+      conn.security.principal = principalOfCertificate(certificate);
+    } catch (error) {
+      logConnectionError(conn, "closing connection: client certificate subject unreadable", { listener: spec.name, error: describe(error) });
+      abort(conn);
+    }
+  };
+
+  const handlersFor = (spec: ListenerEndpoint): Bun.SocketHandler<ConnRef, "uint8array"> => ({
+    binaryType: "uint8array",
+    open(socket) {
+      openConnection(spec, socket);
+    },
+    // Only TLS listeners get a handshake callback: with one, `open` comes at accept, before the handshake.
+    ...(spec.tls === undefined
+      ? {}
+      : {
+          handshake(socket: Bun.Socket<ConnRef>, success: boolean, authorizationError: Error | null) {
+            handshakeDone(spec, socket, success, authorizationError);
+          },
+        }),
+    data(socket, chunk) {
+      const conn = socket.data?.conn;
+      if (conn === undefined || conn.closed) return;
+      conn.lastActivityMs = now();
+      // A doomed or draining connection answers nothing more, so what it sends is dropped. A connection
+      // paused for backpressure may still deliver what Bun had already read: that is buffered, and pump()
+      // leaves it undispatched until the output drains.
+      if (conn.stopReading) return;
+      conn.frames.push(chunk);
+      pump(conn);
+    },
+    drain(socket) {
+      const conn = socket.data?.conn;
+      if (conn === undefined || conn.closed) return;
+      flushOutput(conn);
+      if (conn.output.length > 0) return;
+      if (conn.endWhenFlushed) {
+        endSocket(conn);
+        return;
+      }
+      pump(conn);
+    },
+    close(socket) {
+      const conn = socket.data?.conn;
+      if (conn !== undefined) onClosed(conn);
+    },
+    error(socket, error) {
+      const conn = socket.data?.conn;
+      if (conn === undefined) return;
+      report(error, conn);
+      abort(conn);
+    },
+  });
+
+  const bindOne = (spec: ListenerEndpoint, port: number): Bun.TCPSocketListener<ConnRef> => {
+    const tls = spec.tls?.current().options;
+    return Bun.listen<ConnRef>({
+      hostname: spec.host,
+      port,
+      data: { conn: undefined } as ConnRef,
+      ...(tls === undefined ? {} : { tls }),
+      socket: handlersFor(spec) as unknown as Bun.SocketHandler<ConnRef>,
+    });
+  };
+
+  const what = (spec: ListenerEndpoint) => (specs.length === 1 && spec.name === "PLAINTEXT" ? "the Kafka listener" : `the Kafka listener ${spec.name}`);
+
+  /**
+   * New TLS material: stop accepting on the old Bun listener (its connections go on) and bind the same
+   * port again with the new certificate, in the same turn of the event loop. If that bind fails, the old
+   * material is bound again; if even that fails, the broker has lost the port, which is fatal.
+   */
+  const rebind = (state: EndpointState, previous: Bun.TLSOptions | undefined) => {
+    if (closing) return;
+    const old = state.server;
+    old.stop(false);
+    state.retired.push(old);
+    try {
+      state.server = bindOne(state.spec, state.port);
+    } catch (error) {
+      log.error("could not bind the listener again with the new certificate; keeping the previous one", { listener: state.spec.name, error: describe(error) });
+      try {
+        state.server = Bun.listen<ConnRef>({
+          hostname: state.spec.host,
+          port: state.port,
+          data: { conn: undefined } as ConnRef,
+          ...(previous === undefined ? {} : { tls: previous }),
+          socket: handlersFor(state.spec) as unknown as Bun.SocketHandler<ConnRef>,
+        });
+      } catch (again) {
+        throw new FatalError(`${what(state.spec)} lost its port ${state.port} at a certificate reload: ${describe(again)}`);
+      }
+    }
+  };
+
+  const specs: ListenerEndpoint[] =
+    opts.endpoints ?? [{ name: "PLAINTEXT", securityProtocol: "PLAINTEXT", host: opts.host ?? "127.0.0.1", port: opts.port ?? 0 }];
+  if (specs.length === 0) throw new RangeError("a Kafka listener needs at least one endpoint");
+  const states: EndpointState[] = [];
+  for (const spec of specs) {
+    let server: Bun.TCPSocketListener<ConnRef>;
+    try {
+      server = bindOne(spec, spec.port);
+    } catch (error) {
+      for (const state of states) state.server.stop(true);
+      throw listenError(what(spec), spec.host, spec.port, error);
+    }
+    const state: EndpointState = { spec, server, retired: [], port: server.port };
+    states.push(state);
+    if (spec.tls !== undefined) {
+      let previous = spec.tls.current().options;
+      spec.tls.onChange(() => {
+        rebind(state, previous);
+        previous = spec.tls!.current().options;
+      });
+    }
+    log.debug("kafka listener bound", { listener: spec.name, securityProtocol: spec.securityProtocol, host: server.hostname, port: server.port });
+  }
+  const bound: BoundEndpoint[] = states.map((s) => ({ name: s.spec.name, securityProtocol: s.spec.securityProtocol, host: s.server.hostname, port: s.port }));
 
   let closePromise: Promise<void> | undefined;
   async function close(): Promise<void> {
     closing = true;
     // Stop accepting; live connections stay open until their in-flight work is answered.
-    server.stop(false);
+    for (const state of states) state.server.stop(false);
     for (const conn of connections) {
       conn.stopReading = true;
       updateReading(conn);
@@ -828,18 +1020,26 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
       for (const conn of [...connections]) abort(conn);
       await allClosed;
     }
-    server.stop(true);
+    for (const state of states) {
+      state.server.stop(true);
+      for (const retired of state.retired) retired.stop(true);
+    }
   }
 
   return {
-    host: bound.host,
-    port: bound.port,
+    host: bound[0]!.host,
+    port: bound[0]!.port,
+    endpoints: () => bound.map((b) => ({ ...b })),
     close: () => (closePromise ??= close()),
     connectionCount: () => connections.size,
     connectionStats: () =>
       [...connections].map((conn) => ({
         id: conn.info.id,
         remoteAddress: conn.info.remoteAddress,
+        listenerName: conn.security.listenerName,
+        securityProtocol: conn.security.securityProtocol,
+        principal: conn.security.principal,
+        handshaking: conn.handshaking,
         inFlight: conn.pending.length,
         queuedOutputBytes: conn.outputBytes,
         heldResponseBytes: conn.heldBytes,
