@@ -27,7 +27,7 @@ export const servedApis = [
   "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit", "DescribeConfigs", "CreatePartitions",
   "AlterConfigs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete", "DescribeCluster", "DescribeProducers",
   "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DescribeAcls", "CreateAcls", "DeleteAcls",
-  "SaslAuthenticate", "DescribeUserScramCredentials", "AlterUserScramCredentials",
+  "SaslAuthenticate", "DescribeUserScramCredentials", "AlterUserScramCredentials", "DescribeClientQuotas",
 ];
 
 // ---------------------------------------------------------------------------------------------- schema

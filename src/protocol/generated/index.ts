@@ -72,6 +72,8 @@ import * as incrementalAlterConfigsRequest from "./incremental-alter-configs-req
 import * as incrementalAlterConfigsResponse from "./incremental-alter-configs-response.ts";
 import * as offsetDeleteRequest from "./offset-delete-request.ts";
 import * as offsetDeleteResponse from "./offset-delete-response.ts";
+import * as describeClientQuotasRequest from "./describe-client-quotas-request.ts";
+import * as describeClientQuotasResponse from "./describe-client-quotas-response.ts";
 import * as describeUserScramCredentialsRequest from "./describe-user-scram-credentials-request.ts";
 import * as describeUserScramCredentialsResponse from "./describe-user-scram-credentials-response.ts";
 import * as alterUserScramCredentialsRequest from "./alter-user-scram-credentials-request.ts";
@@ -590,6 +592,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: offsetDeleteResponse.encodeOffsetDeleteResponse,
     defaultRequest: offsetDeleteRequest.defaultOffsetDeleteRequest,
     defaultResponse: offsetDeleteResponse.defaultOffsetDeleteResponse,
+  },
+  {
+    apiKey: 48,
+    name: "DescribeClientQuotas",
+    minVersion: describeClientQuotasRequest.DescribeClientQuotasRequestSchema.minVersion,
+    maxVersion: describeClientQuotasRequest.DescribeClientQuotasRequestSchema.maxVersion,
+    flexibleMinVersion: describeClientQuotasRequest.DescribeClientQuotasRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: describeClientQuotasRequest.DescribeClientQuotasRequestSchema.latestVersionUnstable,
+    decodeRequest: describeClientQuotasRequest.decodeDescribeClientQuotasRequest,
+    encodeRequest: describeClientQuotasRequest.encodeDescribeClientQuotasRequest,
+    decodeResponse: describeClientQuotasResponse.decodeDescribeClientQuotasResponse,
+    encodeResponse: describeClientQuotasResponse.encodeDescribeClientQuotasResponse,
+    defaultRequest: describeClientQuotasRequest.defaultDescribeClientQuotasRequest,
+    defaultResponse: describeClientQuotasResponse.defaultDescribeClientQuotasResponse,
   },
   {
     apiKey: 50,
