@@ -55,6 +55,10 @@ import { describeTransactionsHandler } from "./65-describe-transactions.ts";
 import { listTransactionsHandler } from "./66-list-transactions.ts";
 import { offsetForLeaderEpochHandler } from "./23-offset-for-leader-epoch.ts";
 import { ConfigChanges } from "./config-changes.ts";
+import { BrokerAuthorizer } from "./authorizer.ts";
+import { describeAclsHandler } from "./29-describe-acls.ts";
+import { createAclsHandler } from "./30-create-acls.ts";
+import { deleteAclsHandler } from "./31-delete-acls.ts";
 import type { BrokerConfig } from "./config.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
@@ -146,6 +150,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   // Dynamic broker configs (topic defaults, cleaner settings) override the static ones from here on.
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
   config.cleaner = brokerConfigs.cleaner();
+  // ACLs, when an authorizer is configured: a damaged ACL file refuses the start (CorruptStateError).
+  const authorizer = await BrokerAuthorizer.open(fs, config, log);
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
   const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
   // Until useOwnership is called, a cluster-mode broker owns nothing: every partition and slot is elsewhere.
@@ -292,6 +298,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     groups,
     txn,
     ...(remoteTxnVerifier === undefined ? {} : { remoteTxnVerifier }),
+    authorizer,
     ...(clusterMode ? { queuedMarkers: markerWatcher } : {}),
     fetchSessions: new FetchSessionCache({
       slots: config.maxIncrementalFetchSessionCacheSlots,
@@ -329,6 +336,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(endTxnHandler(services))
     .register(writeTxnMarkersHandler(services))
     .register(txnOffsetCommitHandler(services))
+    .register(describeAclsHandler(services))
+    .register(createAclsHandler(services))
+    .register(deleteAclsHandler(services))
     .register(describeConfigsHandler(services))
     .register(alterConfigsHandler(services, configChanges))
     .register(createPartitionsHandler(services))

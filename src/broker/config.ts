@@ -86,6 +86,16 @@ export interface BrokerConfig {
    * every stored batch (storage/log/segment-scrubber.ts); 0 turns it off.
    */
   logScrubberBytesPerSecond: number;
+  /**
+   * authorizer.class.name: undefined (Apache's empty default) checks nothing and answers the ACL APIs
+   * SECURITY_DISABLED; Apache's StandardAuthorizer (the one class accepted) turns ACLs on
+   * (broker/authorizer.ts).
+   */
+  authorizerClassName: string | undefined;
+  /** super.users: principals ("User:admin") allowed everything when the authorizer is on. */
+  superUsers: string[];
+  /** allow.everyone.if.no.acl.found: whether a resource no ACL applies to is open to everyone (default false). */
+  allowEveryoneIfNoAclFound: boolean;
 }
 
 export const FSYNC_MODES = ["batched", "per-file"] as const;
@@ -123,5 +133,8 @@ export function defaultBrokerConfig(): BrokerConfig {
     etcdEndpoints: undefined,
     brokerSessionTimeoutMs: 9000,
     logScrubberBytesPerSecond: 8 * 1024 * 1024,
+    authorizerClassName: undefined,
+    superUsers: [],
+    allowEveryoneIfNoAclFound: false,
   };
 }

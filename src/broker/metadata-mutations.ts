@@ -21,6 +21,7 @@ import { EtcdLock, LockUnavailableError, metadataLockKey, type LockHold } from "
 import type { EtcdClient } from "../cluster/etcd/etcd-client.ts";
 import type { WatchOptions } from "../cluster/etcd/etcd-watch.ts";
 import { TopicFeed } from "../cluster/topic-feed.ts";
+import { AclFeed } from "../cluster/acl-feed.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
@@ -226,6 +227,12 @@ export async function startClusterMetadata(options: ClusterMetadataOptions): Pro
     log: services.log,
   });
   services.mutations = mutations;
+  // ACL changes (CreateAcls, DeleteAcls) run under the same gate and are announced on a key of their
+  // own, which every broker with an authorizer watches (broker/authorizer.ts).
+  const aclFeed = services.authorizer.enabled
+    ? await AclFeed.open({ client, clusterId, selfId, refresh: () => services.authorizer.reload(), log: services.log, nowMs, ...(options.watch === undefined ? {} : { watch: options.watch }) })
+    : undefined;
+  services.authorizer.useAnnouncer(aclFeed);
   return {
     mutations,
     feed,
@@ -233,6 +240,8 @@ export async function startClusterMetadata(options: ClusterMetadataOptions): Pro
     async close() {
       if (services.mutations === mutations) delete services.mutations;
       mutations.close();
+      services.authorizer.useAnnouncer(undefined);
+      await aclFeed?.close();
       await feed.close();
     },
   };

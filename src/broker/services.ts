@@ -10,6 +10,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { ProducerIdStore } from "../storage/producer-id-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
+import type { BrokerAuthorizer } from "./authorizer.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { LogCleanerService } from "./log-cleaner-service.ts";
@@ -54,6 +55,8 @@ export interface BrokerServices {
    * (broker/remote-txn-verifier.ts); Produce asks it before the append. Absent in single-broker mode.
    */
   remoteTxnVerifier?: RemoteTxnVerifier;
+  /** ACL checks (broker/authorizer.ts); allows everything when no authorizer is configured. */
+  authorizer: BrokerAuthorizer;
   /**
    * Cluster mode: the watcher of the markers other brokers' coordinators queued for this one; a peer's
    * WriteTxnMarkers asks it to apply a producer's files now (cluster/peer-marker-wake.ts). Absent in

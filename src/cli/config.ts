@@ -19,6 +19,8 @@ import {
 import { BROKER_CONFIG_FOR_TOPIC_CONFIG, brokerTopicDefaultProblem, topicConfigProblems, type TopicConfigName } from "../domain/topic-config.ts";
 import { parseEndpoints } from "../cluster/etcd/etcd-client.ts";
 import { ConfigError } from "../errors/errors.ts";
+import { parseSuperUsers } from "../domain/security/acl.ts";
+import { STANDARD_AUTHORIZER_CLASS } from "../domain/security/acl-authorizer.ts";
 
 const INT32_MAX = 2147483647;
 
@@ -35,6 +37,14 @@ interface Setting {
 }
 
 // ---- value parsers (each throws a one-line ConfigError naming the origin) ---------------------------------
+
+/** authorizer.class.name: empty is none (Apache's default); any class but StandardAuthorizer is refused. */
+function parseAuthorizerClassName(value: string, origin: Origin): string | undefined {
+  const name = value.trim();
+  if (name === "") return undefined;
+  if (name !== STANDARD_AUTHORIZER_CLASS) throw new ConfigError(`${origin}: unknown authorizer class ${quote(name)} (bunka has ${STANDARD_AUTHORIZER_CLASS} only)`);
+  return name;
+}
 
 /** Keeps error messages on one line whatever the input holds. */
 function quote(value: string): string {
@@ -242,6 +252,10 @@ export const SETTINGS: readonly Setting[] = [
   },
   { fileKey: "max.held.response.bytes", apply: (c, v, o) => void (c.maxHeldResponseBytes = parseByteBound(v, o)) },
   { fileKey: "auto.create.topics.enable", apply: (c, v, o) => void (c.autoCreateTopicsEnable = parseBoolean(v, o)) },
+  // Authorization (broker/authorizer.ts), Apache's keys: only its StandardAuthorizer is accepted.
+  { fileKey: "authorizer.class.name", apply: (c, v, o) => void (c.authorizerClassName = parseAuthorizerClassName(v, o)) },
+  { fileKey: "super.users", apply: (c, v) => void (c.superUsers = parseSuperUsers(v)) },
+  { fileKey: "allow.everyone.if.no.acl.found", apply: (c, v, o) => void (c.allowEveryoneIfNoAclFound = parseBoolean(v, o)) },
   { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
   ...TOPIC_DEFAULT_SETTINGS,
   ...CLEANER_SETTING_NAMES.map(cleanerSetting),

@@ -26,6 +26,9 @@ import {
   WILDCARD_PRINCIPAL,
 } from "./acl.ts";
 
+/** The one authorizer.class.name bunka accepts: Apache's KRaft authorizer, whose rules these are. */
+export const STANDARD_AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
 export interface AuthorizerSettings {
   /** super.users: principals ("User:admin") allowed everything. */
   superUsers: readonly string[];
