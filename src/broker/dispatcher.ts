@@ -8,6 +8,9 @@
  * - A known API in a schema version that its handler does not serve is answered with UNSUPPORTED_VERSION in
  *   that version's shape.
  * - A handler that throws anything but a FatalError answers UNKNOWN_SERVER_ERROR and the broker goes on.
+ * - SASL_* connections pass the SASL gate first (broker/sasl-authenticator.ts): a frame after SaslHandshake
+ *   v0 is a raw token, not a request; a request other than SaslHandshake and SaslAuthenticate before
+ *   authentication, or after the session ended, closes the connection (CloseConnection).
  */
 import { DecodeError, FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -24,6 +27,15 @@ export interface RequestObserver {
   onRequest(apiKey: number, apiVersion: number, durationMs: number, errored: boolean): void;
 }
 
+/** What the dispatcher asks of SASL (SaslAuthenticator); absent, no connection is gated. */
+export interface SaslGate {
+  rawToken(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array> | undefined;
+  admit(apiKey: number, connection: ConnectionInfo): void;
+}
+
+const SASL_HANDSHAKE_KEY = 17;
+const SASL_AUTHENTICATE_KEY = 36;
+
 export class Dispatcher {
   /** Warm memory for large answers (Fetch), handed back by the listener once written (frame-pool.ts). */
   private readonly frames = new FrameBufferPool();
@@ -32,10 +44,13 @@ export class Dispatcher {
     private readonly registry: HandlerRegistry,
     private readonly log: Logger,
     private readonly observer?: RequestObserver,
+    private readonly sasl?: SaslGate,
   ) {}
 
   async dispatch(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array | null> {
     const startedMs = performance.now();
+    const rawToken = this.sasl?.rawToken(frame, connection);
+    if (rawToken !== undefined) return rawToken;
     const { header, body } = parseRequestFrame(frame);
     const apiKey = header.requestApiKey;
     const apiVersion = header.requestApiVersion;
@@ -52,6 +67,7 @@ export class Dispatcher {
       }
       throw new DecodeError(`unsupported version ${apiVersion} of API key ${apiKey} from ${connection.remoteAddress}`);
     }
+    if (this.sasl !== undefined && apiKey !== SASL_HANDSHAKE_KEY && apiKey !== SASL_AUTHENTICATE_KEY) this.sasl.admit(apiKey, connection);
     const request = codecs.decodeRequest(body, apiVersion);
     const ctx: RequestContext = { header, apiVersion, connection };
     let response: unknown;

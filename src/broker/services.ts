@@ -11,6 +11,8 @@ import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { ProducerIdStore } from "../storage/producer-id-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
 import type { BrokerAuthorizer } from "./authorizer.ts";
+import type { SaslAuthenticator } from "./sasl-authenticator.ts";
+import type { ScramCredentialService } from "./scram-credentials.ts";
 import type { BrokerConfig } from "./config.ts";
 import type { GroupCoordinator } from "./group-coordinator.ts";
 import type { LogCleanerService } from "./log-cleaner-service.ts";
@@ -55,14 +57,18 @@ export interface BrokerServices {
    * (broker/remote-txn-verifier.ts); Produce asks it before the append. Absent in single-broker mode.
    */
   remoteTxnVerifier?: RemoteTxnVerifier;
-  /** ACL checks (broker/authorizer.ts); allows everything when no authorizer is configured. */
-  authorizer: BrokerAuthorizer;
   /**
    * Cluster mode: the watcher of the markers other brokers' coordinators queued for this one; a peer's
    * WriteTxnMarkers asks it to apply a producer's files now (cluster/peer-marker-wake.ts). Absent in
    * single-broker mode.
    */
   queuedMarkers?: { applyProducer(producerId: number): Promise<unknown> };
+  /** ACL checks (broker/authorizer.ts); allows everything when no authorizer is configured. */
+  authorizer: BrokerAuthorizer;
+  /** SASL on SASL_* listeners: the gate, SaslHandshake and SaslAuthenticate (broker/sasl-authenticator.ts). */
+  sasl: SaslAuthenticator;
+  /** SCRAM credentials: read by SASL, altered and described by keys 50 and 51 (broker/scram-credentials.ts). */
+  scramCredentials: ScramCredentialService;
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */

@@ -63,3 +63,28 @@ export class PlainServer implements SaslServerExchange {
 }
 
 const refused = (reason: string, clientMessage: string): SaslStep => ({ kind: "failed", reason, clientMessage });
+
+/**
+ * The PLAIN users file (sasl.plain.users.file): one `name=password` a line, split at the first `=` (so a
+ * name has no `=`; a password may), the name trimmed, the password kept as written but for a trailing
+ * "\r"; blank lines and lines starting with `#` are skipped. A line without `=`, an empty name or
+ * password, or a name given twice is an error naming the line (never a password).
+ */
+export function parsePlainUsers(text: string): { ok: true; users: Map<string, string> } | { ok: false; reason: string } {
+  const users = new Map<string, string>();
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.endsWith("\r") ? lines[i]!.slice(0, -1) : lines[i]!;
+    if (line.trim() === "" || line.trimStart().startsWith("#")) continue;
+    const eq = line.indexOf("=");
+    const where = `line ${i + 1}`;
+    if (eq < 0) return { ok: false, reason: `${where}: expected name=password` };
+    const name = line.slice(0, eq).trim();
+    const password = line.slice(eq + 1);
+    if (name === "") return { ok: false, reason: `${where}: empty user name` };
+    if (password === "") return { ok: false, reason: `${where}: empty password for ${JSON.stringify(name)}` };
+    if (users.has(name)) return { ok: false, reason: `${where}: user ${JSON.stringify(name)} given twice` };
+    users.set(name, password);
+  }
+  return { ok: true, users };
+}
