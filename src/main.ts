@@ -17,7 +17,7 @@
  * - a FatalError (a broken invariant, a failed fsync) anywhere is logged and exits 1: recovery runs at the
  *   next start, which is safer than going on with state we cannot trust.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { createBroker } from "./broker/broker.ts";
 import type { BrokerConfig } from "./broker/config.ts";
@@ -37,6 +37,8 @@ import { startSyncfsSyncer, type WorkerSyncer } from "./platform/syncfs-worker.t
 import { type KafkaListener, startKafkaListener } from "./net/kafka-listener.ts";
 import { formatHostPort } from "./errors/listen-errors.ts";
 import { checkCanListen } from "./net/listen-check.ts";
+import { httpTlsSettings, interBrokerListener, resolveListeners } from "./broker/listener-config.ts";
+import { loadTlsMaterial, type TlsFileReader, TlsMaterialSource, TlsReloader } from "./net/tls-material.ts";
 import { createHttpApp } from "./http/app.ts";
 import { BrokerQueryPorts } from "./http/broker-ports.ts";
 import { timedFs } from "./http/fs-timing.ts";
@@ -61,6 +63,15 @@ function exitFatal(error: unknown): never {
 
 process.on("uncaughtException", exitFatal);
 process.on("unhandledRejection", exitFatal);
+
+/** The PEM files of the TLS listeners and the side-port, read with node's fs; a change is a new mtime or size. */
+const tlsFiles: TlsFileReader = {
+  readText: (path) => readFileSync(path, "utf8"),
+  version: (path) => {
+    const stat = statSync(path);
+    return `${stat.mtimeMs}:${stat.size}`;
+  },
+};
 
 function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "";
@@ -130,8 +141,15 @@ async function serve(config: BrokerConfig): Promise<number> {
   // Metrics are recorded from here on: every fsync the broker makes is timed, every request counted.
   const metrics = new BrokerMetrics();
   // A port that is taken is said now, in one line with exit 2, not after recovering every partition.
-  checkCanListen("the Kafka listener", config.listenHost, config.listenPort);
+  const listeners = resolveListeners(config);
+  const interListener = interBrokerListener(listeners, config, config.etcdEndpoints !== undefined);
+  const listenerLabel = (name: string) => (listeners.length === 1 && name === "PLAINTEXT" ? "the Kafka listener" : `the Kafka listener ${name}`);
+  for (const l of listeners) checkCanListen(listenerLabel(l.name), l.host, l.port);
   checkCanListen("the HTTP side-port", config.httpHost, config.httpPort);
+  // The TLS files too, and now: a missing or broken keystore is one line with exit 2 before recovery.
+  const tlsSources = new Map(listeners.flatMap((l) => (l.tls === undefined ? [] : [[l.name, new TlsMaterialSource(l.name, l.tls, tlsFiles, log)] as const])));
+  const httpTls = httpTlsSettings(config.httpSsl);
+  const httpTlsMaterial = httpTls === undefined ? undefined : loadTlsMaterial(httpTls, tlsFiles);
   const syncfs = config.fsyncMode === "batched" ? await startBatchedSync(config.dataDir, log) : undefined;
   const batched =
     syncfs === undefined
@@ -218,6 +236,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   // What start-up has opened so far, closed in this order by a shutdown: a signal while the listeners are
   // being bound stops the broker with whatever of them exists.
   let kafka: KafkaListener | undefined;
+  let tlsReloader: TlsReloader | undefined;
   let http: HttpServer | undefined;
   let queryPorts: BrokerQueryPorts | undefined;
   let metadata: ClusterMetadata | undefined;
@@ -233,6 +252,7 @@ async function serve(config: BrokerConfig): Promise<number> {
       // answers, so its clients get NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR, find the new owners and
       // go on there, instead of waiting out the lease.
       await clusterMember?.stopOwnership({ handOver: true });
+      tlsReloader?.stop();
       await kafka?.close();
       await http?.close();
       await metadata?.close();
@@ -264,8 +284,11 @@ async function serve(config: BrokerConfig): Promise<number> {
 
   try {
     kafka = await startKafkaListener({
-      host: config.listenHost,
-      port: config.listenPort,
+      endpoints: listeners.map((l) => {
+        const tls = tlsSources.get(l.name);
+        return { name: l.name, securityProtocol: l.securityProtocol, host: l.host, port: l.port, ...(tls === undefined ? {} : { tls }) };
+      }),
+      tlsHandshakeTimeoutMs: config.sslHandshakeTimeoutMs,
       maxRequestBytes: config.socketRequestMaxBytes,
       idleTimeoutMs: config.connectionsMaxIdleMs,
       maxConnections: config.maxConnections,
@@ -290,9 +313,19 @@ async function serve(config: BrokerConfig): Promise<number> {
   if (stopIfAsked()) return await stopped;
   // A wildcard bind is not an address a client can dial: advertise the host name instead, like Apache does
   // for a listener without a host.
-  const advertisedHost = config.advertisedHost ?? (isWildcard(kafka.host) ? hostname() : kafka.host);
-  const advertisedPort = config.advertisedPort ?? kafka.port;
-  broker.setAdvertisedListener(advertisedHost, advertisedPort);
+  const advertisedListeners = kafka.endpoints().map((bound, i) => ({
+    name: bound.name,
+    host: listeners[i]!.advertisedHost ?? (isWildcard(bound.host) ? hostname() : bound.host),
+    port: listeners[i]!.advertisedPort ?? bound.port,
+  }));
+  const interAdvertised = advertisedListeners.find((l) => l.name === interListener.name)!;
+  const advertisedHost = interAdvertised.host;
+  const advertisedPort = interAdvertised.port;
+  broker.setAdvertisedListener(advertisedHost, advertisedPort, advertisedListeners);
+  // New certificates for new connections when the PEM files change: polled, and at once on SIGHUP.
+  tlsReloader = new TlsReloader([...tlsSources.values()]);
+  tlsReloader.start(config.sslReloadCheckIntervalMs);
+  if (tlsSources.size > 0) process.on("SIGHUP", () => tlsReloader.checkNow());
 
   // The HTTP side-port: health, readiness, metrics and read-only introspection. Write routes exist only
   // with an admin token, which comes from the environment alone (never a flag: flags show in `ps`).
@@ -309,11 +342,11 @@ async function serve(config: BrokerConfig): Promise<number> {
   const app = createHttpApp(queryPorts, {
     ...(adminToken === undefined ? {} : { adminToken }),
     // The names the side-port goes by; a Host header naming another is refused (DNS rebinding).
-    allowedHostNames: [...config.httpAllowedHosts, config.httpHost, advertisedHost, hostname()],
+    allowedHostNames: [...config.httpAllowedHosts, config.httpHost, ...new Set(advertisedListeners.map((l) => l.host)), hostname()],
     onError: (error, method, path) => log.error("http request failed", { method, path, ...describeError(error) }),
   });
   try {
-    http = startHttpServer({ host: config.httpHost, port: config.httpPort, fetch: app.fetch, log });
+    http = startHttpServer({ host: config.httpHost, port: config.httpPort, fetch: app.fetch, log, ...(httpTlsMaterial === undefined ? {} : { tls: httpTlsMaterial.options }) });
   } catch (error) {
     await kafka.close();
     await broker.close();
@@ -332,6 +365,7 @@ async function serve(config: BrokerConfig): Promise<number> {
       await clusterMember.join({
         brokerId: config.brokerId,
         kafka: { host: advertisedHost, port: advertisedPort },
+        listeners: advertisedListeners,
         http: { host: httpAdvertisedHost, port: http.port },
         rack: null,
       });
@@ -372,9 +406,11 @@ async function serve(config: BrokerConfig): Promise<number> {
 
   const clusterStatus = clusterMember?.status();
   const memberIds = clusterStatus?.members.map((m) => m.brokerId) ?? [];
+  // With listeners set, every one of them, after the fields scripts already read.
+  const listenersPart = config.listeners === undefined ? "" : ` listeners=${kafka.endpoints().map((e) => `${e.name}://${formatHostPort(e.host, e.port)}`).join(",")}`;
   const clusterPart = clusterStatus === undefined ? "" : ` mode=cluster etcd=${clusterStatus.endpoints.join(",")} members=${memberIds.join(",")}`;
   process.stdout.write(
-    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}${clusterPart}\n`,
+    `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}${clusterPart}${listenersPart}\n`,
   );
   log.info("started", {
     mode: clusterStatus === undefined ? "single" : "cluster",

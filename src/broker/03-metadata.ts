@@ -9,7 +9,13 @@
  * Difference from Apache, on purpose: an auto-created topic is answered at once with its partitions (our
  * creation is synchronous and durable) instead of LEADER_NOT_AVAILABLE and a client retry.
  * Deliberately not done: internal topics (bunka keeps group and transaction state in files, not topics).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: topics the principal may not DESCRIBE are
+ * left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id;
+ * by id, with it and no name), before anything says whether they exist; auto-creation needs CREATE on the
+ * cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED). Authorized operations are the principal's;
+ * the cluster's (v8-10) are 0 without DESCRIBE on the cluster.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { topicNameInvalidReason } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../protocol/codec-support.ts";
@@ -20,15 +26,13 @@ import { underGate } from "./metadata-mutations.ts";
 import type { Handler } from "./handler.ts";
 import {
   AUTHORIZED_OPERATIONS_OMITTED,
-  CLUSTER_AUTHORIZED_OPERATIONS,
-  TOPIC_AUTHORIZED_OPERATIONS,
   type BrokerServices,
 } from "./services.ts";
 
 export function metadataHandler(services: BrokerServices): Handler<MetadataRequest, MetadataResponseInit> {
   const { ownership, topics, config } = services;
 
-  const describeTopic = (topic: TopicRecord, includeOps: boolean): MetadataResponse_MetadataResponseTopicInit => ({
+  const describeTopic = (topic: TopicRecord, authorizedOperations: number): MetadataResponse_MetadataResponseTopicInit => ({
     errorCode: ErrorCode.NONE,
     name: topic.name,
     topicId: topic.topicId,
@@ -49,7 +53,7 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
         offlineReplicas: [],
       };
     }),
-    topicAuthorizedOperations: includeOps ? TOPIC_AUTHORIZED_OPERATIONS : AUTHORIZED_OPERATIONS_OMITTED,
+    topicAuthorizedOperations: authorizedOperations,
   });
 
   const missingTopic = (errorCode: number, name: string | null, topicId = ZERO_UUID): MetadataResponse_MetadataResponseTopicInit => ({
@@ -71,8 +75,12 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
       const allTopics = request.topics === null || (version === 0 && request.topics.length === 0);
       const autoCreate = config.autoCreateTopicsEnable && (version < 4 || request.allowAutoTopicCreation);
       const answered: MetadataResponse_MetadataResponseTopicInit[] = [];
+      const { authorizer } = services;
+      const describable = (name: string) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name);
+      const describe = (topic: TopicRecord) =>
+        describeTopic(topic, includeOps ? authorizer.authorizedOperations(ctx, ResourceType.TOPIC, topic.name) : AUTHORIZED_OPERATIONS_OMITTED);
       if (allTopics) {
-        for (const topic of topics.list()) answered.push(describeTopic(topic, includeOps));
+        for (const topic of topics.list()) if (describable(topic.name)) answered.push(describe(topic));
       } else {
         const seen = new Set<string>();
         for (const wanted of request.topics ?? []) {
@@ -84,17 +92,27 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
           }
           if (wanted.name === null) {
             const topic = topics.getById(wanted.topicId);
-            answered.push(topic ? describeTopic(topic, includeOps) : missingTopic(ErrorCode.UNKNOWN_TOPIC_ID, null, wanted.topicId));
+            if (topic !== undefined && !describable(topic.name)) answered.push(missingTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, null, wanted.topicId));
+            else answered.push(topic ? describe(topic) : missingTopic(ErrorCode.UNKNOWN_TOPIC_ID, null, wanted.topicId));
             continue;
           }
           const name = wanted.name;
           if (seen.has(name)) continue;
           seen.add(name);
           const existing = topics.get(name);
-          if (existing) {
-            answered.push(describeTopic(existing, includeOps));
+          if (!describable(name)) {
+            // Not even whether it exists is said.
+            answered.push(missingTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name));
+          } else if (existing) {
+            answered.push(describe(existing));
           } else if (topicNameInvalidReason(name) !== null) {
             answered.push(missingTopic(ErrorCode.INVALID_TOPIC_EXCEPTION, name));
+          } else if (
+            autoCreate &&
+            !authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) &&
+            !authorizer.allows(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+          ) {
+            answered.push(missingTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name));
           } else if (autoCreate) {
             // Under the cluster's metadata gate, as every topic change (single-broker mode: at once).
             const created = await underGate(
@@ -109,11 +127,11 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
               answered.push(missingTopic(ErrorCode.LEADER_NOT_AVAILABLE, name));
             } else if (created.ok) {
               services.log.info("auto-created topic", { topic: name, partitions: created.topic.partitions });
-              answered.push(describeTopic(created.topic, includeOps));
+              answered.push(describe(created.topic));
             } else {
               // A concurrent create of the same name won the race: answer with it.
               const raced = topics.get(name);
-              answered.push(raced ? describeTopic(raced, includeOps) : missingTopic(ErrorCode[created.error], name));
+              answered.push(raced ? describe(raced) : missingTopic(ErrorCode[created.error], name));
             }
           } else {
             answered.push(missingTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name));
@@ -122,12 +140,15 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
       }
       return {
         throttleTimeMs: 0,
-        brokers: ownership.brokers().map((b) => ({ nodeId: b.brokerId, host: b.host, port: b.port, rack: b.rack })),
+        // At their addresses on the listener this request came in on (Apache's rule).
+        brokers: ownership.brokers(ctx.connection.security?.listenerName).map((b) => ({ nodeId: b.brokerId, host: b.host, port: b.port, rack: b.rack })),
         clusterId: services.clusterId,
         controllerId: ownership.controllerId(),
         topics: answered,
         clusterAuthorizedOperations: request.includeClusterAuthorizedOperations
-          ? CLUSTER_AUTHORIZED_OPERATIONS
+          ? authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+            ? authorizer.authorizedOperations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            : 0
           : AUTHORIZED_OPERATIONS_OMITTED,
       };
     },

@@ -13,9 +13,11 @@
  * (CoordinatorKeys in, Coordinators out, each with its own error and an empty message); v5 and v6 change
  * nothing here (TRANSACTION_ABORTABLE, share groups).
  *
- * Deliberately not done: authorization (GROUP/TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+ * Authorization (broker/authorizer.ts): DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the
+ * transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key, before the coordinator is looked up.
  */
 import { slotOf } from "../cluster/ownership.ts";
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { FindCoordinatorRequest } from "../protocol/generated/find-coordinator-request.ts";
 import type { FindCoordinatorResponseInit } from "../protocol/generated/find-coordinator-response.ts";
@@ -33,6 +35,8 @@ const MESSAGES: Record<number, string> = {
     "This most likely occurs because of a request being malformed by the client library or the message was sent " +
     "to an incompatible broker. See the broker logs for more details.",
   [ErrorCode.UNSUPPORTED_VERSION]: "The version of API is not supported.",
+  [ErrorCode.GROUP_AUTHORIZATION_FAILED]: "Group authorization failed.",
+  [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]: "Transactional Id authorization failed.",
   [ErrorCode.UNKNOWN_SERVER_ERROR]: "The server experienced an unexpected error when processing the request.",
 };
 
@@ -48,18 +52,19 @@ const NO_NODE = { nodeId: -1, host: "", port: -1 };
 export function findCoordinatorHandler(services: BrokerServices): Handler<FindCoordinatorRequest, FindCoordinatorResponseInit> {
   const { ownership } = services;
 
-  const brokerEndpoint = (brokerId: number): Found => {
-    const endpoint = ownership.brokers().find((b) => b.brokerId === brokerId);
+  /** The coordinator at its address on the request's listener (Apache's rule, as Metadata). */
+  const brokerEndpoint = (brokerId: number, listenerName: string | undefined): Found => {
+    const endpoint = ownership.brokers(listenerName).find((b) => b.brokerId === brokerId);
     if (endpoint === undefined) return { errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE, ...NO_NODE };
     return { errorCode: ErrorCode.NONE, nodeId: endpoint.brokerId, host: endpoint.host, port: endpoint.port };
   };
 
-  const lookup = (keyType: number, key: string): Found => {
+  const lookup = (keyType: number, key: string, listenerName: string | undefined): Found => {
     switch (keyType) {
       case CoordinatorKeyType.GROUP:
-        return brokerEndpoint(ownership.slotOwner("group", slotOf(key)));
+        return brokerEndpoint(ownership.slotOwner("group", slotOf(key)), listenerName);
       case CoordinatorKeyType.TRANSACTION:
-        return brokerEndpoint(ownership.slotOwner("txn", slotOf(key)));
+        return brokerEndpoint(ownership.slotOwner("txn", slotOf(key)), listenerName);
       default:
         return { errorCode: ErrorCode.INVALID_REQUEST, ...NO_NODE };
     }
@@ -89,17 +94,30 @@ export function findCoordinatorHandler(services: BrokerServices): Handler<FindCo
     handle(request, ctx) {
       const version = ctx.apiVersion;
       const keyType = version >= 1 ? request.keyType : CoordinatorKeyType.GROUP;
+      const listenerName = ctx.connection.security?.listenerName;
       const known = keyType === CoordinatorKeyType.GROUP || keyType === CoordinatorKeyType.TRANSACTION || keyType === CoordinatorKeyType.SHARE;
       if (!known) return errorResponse(request, ErrorCode.INVALID_REQUEST, version);
+      // Authorization, before the coordinator is looked up (Apache's getCoordinator): DESCRIBE on the group
+      // or the transactional id.
+      const refusedKey = (key: string): Found | undefined => {
+        const { authorizer } = services;
+        if (keyType === CoordinatorKeyType.GROUP && !authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key)) {
+          return { errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, ...NO_NODE };
+        }
+        if (keyType === CoordinatorKeyType.TRANSACTION && !authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)) {
+          return { errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ...NO_NODE };
+        }
+        return undefined;
+      };
       if (version < 4) {
-        const found = lookup(keyType, request.key);
+        const found = refusedKey(request.key) ?? lookup(keyType, request.key, listenerName);
         // Apache answers an error through the request's error response: no node, the error's message.
         return found.errorCode === ErrorCode.NONE ? oldResponse(found) : errorResponse(request, found.errorCode, version);
       }
       return {
         throttleTimeMs: 0,
         coordinators: request.coordinatorKeys.map((key) => {
-          const found = lookup(keyType, key);
+          const found = refusedKey(key) ?? lookup(keyType, key, listenerName);
           return { key, nodeId: found.nodeId, host: found.host, port: found.port, errorCode: found.errorCode, errorMessage: "" };
         }),
       };

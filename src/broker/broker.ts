@@ -7,7 +7,7 @@ import { FenceWatcher } from "../cluster/fence-watcher.ts";
 import { type MarkerSpec, MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
 import { peerClientId, peerMarkerWake } from "../cluster/peer-marker-wake.ts";
 import { ClusterOwnership, NOTHING_OWNED, type OwnershipSource } from "../cluster/cluster-ownership.ts";
-import { type BrokerEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
+import { type BrokerEndpoint, type NamedEndpoint, SingleBrokerOwnership, slotOf } from "../cluster/ownership.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -60,6 +60,14 @@ import { describeAclsHandler } from "./29-describe-acls.ts";
 import { createAclsHandler } from "./30-create-acls.ts";
 import { deleteAclsHandler } from "./31-delete-acls.ts";
 import type { BrokerConfig } from "./config.ts";
+import { saslHandshakeHandler } from "./17-sasl-handshake.ts";
+import { saslAuthenticateHandler } from "./36-sasl-authenticate.ts";
+import { describeClientQuotasHandler } from "./48-describe-client-quotas.ts";
+import { describeUserScramCredentialsHandler } from "./50-describe-user-scram-credentials.ts";
+import { alterUserScramCredentialsHandler } from "./51-alter-user-scram-credentials.ts";
+import { SaslAuthenticator } from "./sasl-authenticator.ts";
+import { ScramCredentialService } from "./scram-credentials.ts";
+import { ScramCredentialStore } from "../storage/scram-credential-store.ts";
 import { Dispatcher, type RequestObserver } from "./dispatcher.ts";
 import { GroupCoordinator, type GroupCoordinatorOptions } from "./group-coordinator.ts";
 import type { ConnectionInfo } from "./handler.ts";
@@ -120,8 +128,11 @@ export interface BrokerDeps {
 
 export interface Broker {
   dispatch(frame: Uint8Array, conn: ConnectionInfo): Promise<Uint8Array | null>;
-  /** Called once the listener is bound: Metadata tells clients this address. */
-  setAdvertisedListener(host: string, port: number): void;
+  /**
+   * Called once the listener is bound: Metadata tells clients this address (the inter-broker one), or,
+   * given `listeners`, each client the address of the listener its request came in on.
+   */
+  setAdvertisedListener(host: string, port: number, listeners?: readonly NamedEndpoint[]): void;
   readonly services: BrokerServices;
   readonly registry: HandlerRegistry;
   /** Cluster mode: what the ownership manager opens and closes here. Undefined in single-broker mode. */
@@ -152,6 +163,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   config.cleaner = brokerConfigs.cleaner();
   // ACLs, when an authorizer is configured: a damaged ACL file refuses the start (CorruptStateError).
   const authorizer = await BrokerAuthorizer.open(fs, config, log);
+  // SCRAM credentials (a damaged file refuses the start) and SASL (PLAIN's users file read now).
+  const scramCredentials = new ScramCredentialService(await ScramCredentialStore.open(fs, config.dataDir), log);
+  const sasl = await SaslAuthenticator.open(fs, config, scramCredentials.store, clock, log);
   const producerIds = await ProducerIdStore.open(fs, config.dataDir, config.brokerId, { log: (line) => log.warn(line) });
   const ownershipArgs = [config.brokerId, config.advertisedHost ?? config.listenHost, config.advertisedPort ?? config.listenPort] as const;
   // Until useOwnership is called, a cluster-mode broker owns nothing: every partition and slot is elsewhere.
@@ -298,8 +312,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     groups,
     txn,
     ...(remoteTxnVerifier === undefined ? {} : { remoteTxnVerifier }),
-    authorizer,
     ...(clusterMode ? { queuedMarkers: markerWatcher } : {}),
+    authorizer,
+    sasl,
+    scramCredentials,
     fetchSessions: new FetchSessionCache({
       slots: config.maxIncrementalFetchSessionCacheSlots,
       evictionMs: config.minIncrementalFetchSessionEvictionMs,
@@ -325,6 +341,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(syncGroupHandler(services))
     .register(describeGroupsHandler(services))
     .register(listGroupsHandler(services))
+    .register(saslHandshakeHandler(sasl))
     .register(apiVersionsHandler(registry))
     .register(createTopicsHandler(services))
     .register(deleteTopicsHandler(services))
@@ -336,6 +353,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(endTxnHandler(services))
     .register(writeTxnMarkersHandler(services))
     .register(txnOffsetCommitHandler(services))
+    .register(saslAuthenticateHandler(sasl))
     .register(describeAclsHandler(services))
     .register(createAclsHandler(services))
     .register(deleteAclsHandler(services))
@@ -345,18 +363,21 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(deleteGroupsHandler(services))
     .register(incrementalAlterConfigsHandler(services, configChanges))
     .register(offsetDeleteHandler(services))
+    .register(describeClientQuotasHandler())
+    .register(describeUserScramCredentialsHandler(services, scramCredentials))
+    .register(alterUserScramCredentialsHandler(services, scramCredentials))
     .register(describeClusterHandler(services))
     .register(describeProducersHandler(services))
     .register(describeTransactionsHandler(services))
     .register(listTransactionsHandler(services));
 
-  const dispatcher = new Dispatcher(registry, log, deps.observer);
+  const dispatcher = new Dispatcher(registry, log, deps.observer, sasl);
   log.info("broker ready", { clusterId: cluster.clusterId, brokerId: config.brokerId, topics: topics.list().length });
 
   return {
     dispatch: (frame, conn) => dispatcher.dispatch(frame, conn),
-    setAdvertisedListener(host, port) {
-      ownership.setAdvertised(config.advertisedHost ?? host, config.advertisedPort ?? port);
+    setAdvertisedListener(host, port, listeners) {
+      ownership.setAdvertised(config.advertisedHost ?? host, config.advertisedPort ?? port, listeners);
     },
     services,
     registry,

@@ -1,4 +1,6 @@
 import { type CleanerConfig, DEFAULT_CLEANER_CONFIG } from "../domain/cleaner-config.ts";
+import type { SecurityProtocol } from "../domain/security/connection-security.ts";
+import type { ListenerAddress, SslSettings } from "./listener-config.ts";
 
 /**
  * The broker's configuration after parsing (cli/ turns flags, environment and the config file into this).
@@ -12,6 +14,25 @@ export interface BrokerConfig {
   /** What Metadata tells clients to connect to; defaults to the bound listener. */
   advertisedHost: string | undefined;
   advertisedPort: number | undefined;
+  /**
+   * listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name (Apache's
+   * keys, broker/listener-config.ts): undefined when not set. Without listeners, `listen` is the one
+   * PLAINTEXT listener.
+   */
+  listeners: ListenerAddress[] | undefined;
+  advertisedListeners: ListenerAddress[] | undefined;
+  listenerSecurityProtocolMap: Record<string, SecurityProtocol> | undefined;
+  interBrokerListenerName: string | undefined;
+  /** ssl.keystore.location, ssl.key.password, ssl.truststore.location, ssl.client.auth (PEM files only). */
+  ssl: SslSettings;
+  /** listener.name.<name>.ssl.*, by upper-cased listener name: override `ssl` for that listener. */
+  listenerSsl: Record<string, SslSettings>;
+  /** ssl.handshake.timeout.ms (bunka's own): a TLS connection that has not finished its handshake by then is closed. */
+  sslHandshakeTimeoutMs: number;
+  /** ssl.reload.check.interval.ms (bunka's own): how often keystore and truststore files are checked for changes; 0: never. */
+  sslReloadCheckIntervalMs: number;
+  /** http.ssl.* (bunka's own): TLS on the HTTP side-port when http.ssl.keystore.location is set. */
+  httpSsl: SslSettings;
   httpHost: string;
   httpPort: number;
   /**
@@ -96,6 +117,17 @@ export interface BrokerConfig {
   superUsers: string[];
   /** allow.everyone.if.no.acl.found: whether a resource no ACL applies to is open to everyone (default false). */
   allowEveryoneIfNoAclFound: boolean;
+  /**
+   * sasl.enabled.mechanisms on SASL_* listeners (broker/sasl-authenticator.ts): a subset of PLAIN,
+   * SCRAM-SHA-256, SCRAM-SHA-512; default the two SCRAM ones (Apache's default, GSSAPI, is not served).
+   */
+  saslEnabledMechanisms: string[];
+  /** sasl.plain.users.file (bunka's own): the PLAIN users, one `name=password` a line; needed when PLAIN is enabled. */
+  saslPlainUsersFile: string | undefined;
+  /** connections.max.reauth.ms: a SASL session's lifetime (KIP-368); 0, the default, never ends one. */
+  connectionsMaxReauthMs: number;
+  /** connection.failed.authentication.delay.ms: how long a failed authentication waits before its answer (default 100). */
+  connectionFailedAuthenticationDelayMs: number;
 }
 
 export const FSYNC_MODES = ["batched", "per-file"] as const;
@@ -108,6 +140,15 @@ export function defaultBrokerConfig(): BrokerConfig {
     listenPort: 9092,
     advertisedHost: undefined,
     advertisedPort: undefined,
+    listeners: undefined,
+    advertisedListeners: undefined,
+    listenerSecurityProtocolMap: undefined,
+    interBrokerListenerName: undefined,
+    ssl: {},
+    listenerSsl: {},
+    sslHandshakeTimeoutMs: 10_000,
+    sslReloadCheckIntervalMs: 10_000,
+    httpSsl: {},
     httpHost: "127.0.0.1",
     httpPort: 9644,
     httpAllowedHosts: [],
@@ -136,5 +177,9 @@ export function defaultBrokerConfig(): BrokerConfig {
     authorizerClassName: undefined,
     superUsers: [],
     allowEveryoneIfNoAclFound: false,
+    saslEnabledMechanisms: ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+    saslPlainUsersFile: undefined,
+    connectionsMaxReauthMs: 0,
+    connectionFailedAuthenticationDelayMs: 100,
   };
 }

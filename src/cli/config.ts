@@ -19,8 +19,19 @@ import {
 import { BROKER_CONFIG_FOR_TOPIC_CONFIG, brokerTopicDefaultProblem, topicConfigProblems, type TopicConfigName } from "../domain/topic-config.ts";
 import { parseEndpoints } from "../cluster/etcd/etcd-client.ts";
 import { ConfigError } from "../errors/errors.ts";
+import {
+  CLIENT_AUTH_MODES,
+  httpTlsSettings,
+  interBrokerListener,
+  normaliseListenerName,
+  parseListenerList,
+  parseSecurityProtocolMap,
+  resolveListeners,
+  type SslSettings,
+} from "../broker/listener-config.ts";
 import { parseSuperUsers } from "../domain/security/acl.ts";
 import { STANDARD_AUTHORIZER_CLASS } from "../domain/security/acl-authorizer.ts";
+import { SASL_MECHANISMS } from "../domain/security/sasl-mechanisms.ts";
 
 const INT32_MAX = 2147483647;
 
@@ -44,6 +55,15 @@ function parseAuthorizerClassName(value: string, origin: Origin): string | undef
   if (name === "") return undefined;
   if (name !== STANDARD_AUTHORIZER_CLASS) throw new ConfigError(`${origin}: unknown authorizer class ${quote(name)} (bunka has ${STANDARD_AUTHORIZER_CLASS} only)`);
   return name;
+}
+
+/** sasl.enabled.mechanisms: a comma-separated subset of what bunka serves (GSSAPI and OAUTHBEARER are not). */
+function parseSaslMechanisms(value: string, origin: Origin): string[] {
+  const names = [...new Set(value.split(",").map((name) => name.trim()).filter((name) => name !== ""))];
+  if (names.length === 0) throw new ConfigError(`${origin}: no SASL mechanism given (bunka serves ${SASL_MECHANISMS.join(", ")})`);
+  const unknown = names.filter((name) => !SASL_MECHANISMS.includes(name));
+  if (unknown.length > 0) throw new ConfigError(`${origin}: SASL mechanism ${unknown.map(quote).join(", ")} is not served (bunka serves ${SASL_MECHANISMS.join(", ")})`);
+  return names;
 }
 
 /** Keeps error messages on one line whatever the input holds. */
@@ -187,6 +207,55 @@ const TOPIC_DEFAULT_SETTINGS: readonly Setting[] = Object.entries(BROKER_CONFIG_
   topicDefault(topicName as TopicConfigName, fileKey!),
 );
 
+// ---- listeners and TLS (broker/listener-config.ts): Apache's keys, config file only ----------------------
+
+/** ssl.keystore.type and ssl.truststore.type: PEM files are what bunka reads (KIP-651). */
+function requirePem(value: string, origin: Origin): void {
+  if (value.trim().toUpperCase() !== "PEM") throw new ConfigError(`${origin}: only PEM files are supported (KIP-651), got ${quote(value)}`);
+}
+
+/** The ssl.* keys under `prefix` ("", "http.", "listener.name.<name>."), each writing into `target(config)`. */
+function sslSettings(prefix: string, target: (c: BrokerConfig) => SslSettings): Setting[] {
+  const set = (c: BrokerConfig, field: keyof SslSettings, value: SslSettings[keyof SslSettings]) => void Object.assign(target(c), { [field]: value });
+  return [
+    { fileKey: `${prefix}ssl.keystore.type`, apply: (_c, v, o) => requirePem(v, o) },
+    { fileKey: `${prefix}ssl.truststore.type`, apply: (_c, v, o) => requirePem(v, o) },
+    { fileKey: `${prefix}ssl.keystore.location`, apply: (c, v, o) => set(c, "keystoreLocation", parseNonEmpty(v, o)) },
+    { fileKey: `${prefix}ssl.truststore.location`, apply: (c, v, o) => set(c, "truststoreLocation", parseNonEmpty(v, o)) },
+    { fileKey: `${prefix}ssl.key.password`, apply: (c, v) => set(c, "keyPassword", v) },
+    { fileKey: `${prefix}ssl.client.auth`, apply: (c, v, o) => set(c, "clientAuth", parseChoice(v.trim().toLowerCase(), o, CLIENT_AUTH_MODES)) },
+    {
+      fileKey: `${prefix}ssl.keystore.password`,
+      // Apache's words: a PEM keystore file has no store password, only the key's.
+      apply: (_c, _v, o) => {
+        throw new ConfigError(`${o}: SSL key store password cannot be specified with PEM format, only key password may be specified (ssl.key.password)`);
+      },
+    },
+  ];
+}
+
+const LISTENER_SETTINGS: readonly Setting[] = [
+  { fileKey: "listeners", apply: (c, v, o) => void (c.listeners = parseListenerList(v, o, 0)) },
+  { fileKey: "advertised.listeners", apply: (c, v, o) => void (c.advertisedListeners = parseListenerList(v, o, 1)) },
+  { fileKey: "listener.security.protocol.map", apply: (c, v, o) => void (c.listenerSecurityProtocolMap = parseSecurityProtocolMap(v, o)) },
+  { fileKey: "inter.broker.listener.name", apply: (c, v, o) => void (c.interBrokerListenerName = normaliseListenerName(parseNonEmpty(v, o))) },
+  ...sslSettings("", (c) => (c.ssl = { ...c.ssl })),
+  ...sslSettings("http.", (c) => (c.httpSsl = { ...c.httpSsl })),
+  { fileKey: "ssl.handshake.timeout.ms", apply: (c, v, o) => void (c.sslHandshakeTimeoutMs = parseInteger(v, o, 1, INT32_MAX)) },
+  { fileKey: "ssl.reload.check.interval.ms", apply: (c, v, o) => void (c.sslReloadCheckIntervalMs = parseInteger(v, o, 0, INT32_MAX)) },
+];
+
+const LISTENER_SSL_KEY = /^listener\.name\.([A-Za-z0-9_-]+)\.(ssl\..+)$/;
+
+/** listener.name.<name>.ssl.*: the ssl.* setting of that name, for that listener only. */
+function listenerSslSetting(key: string): Setting | undefined {
+  const match = LISTENER_SSL_KEY.exec(key);
+  if (match === null) return undefined;
+  const name = normaliseListenerName(match[1]!);
+  const prefix = `listener.name.${match[1]}.`;
+  return sslSettings(prefix, (c) => (c.listenerSsl = { ...c.listenerSsl, [name]: { ...c.listenerSsl[name] } })[name]!).find((s) => s.fileKey === key);
+}
+
 export const SETTINGS: readonly Setting[] = [
   { fileKey: "data.dir", flag: "data-dir", env: "BUNKA_DATA_DIR", apply: (c, v, o) => void (c.dataDir = parseNonEmpty(v, o)) },
   {
@@ -209,6 +278,7 @@ export const SETTINGS: readonly Setting[] = [
       c.advertisedPort = port;
     },
   },
+  ...LISTENER_SETTINGS,
   {
     fileKey: "http",
     flag: "http",
@@ -256,6 +326,11 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "authorizer.class.name", apply: (c, v, o) => void (c.authorizerClassName = parseAuthorizerClassName(v, o)) },
   { fileKey: "super.users", apply: (c, v) => void (c.superUsers = parseSuperUsers(v)) },
   { fileKey: "allow.everyone.if.no.acl.found", apply: (c, v, o) => void (c.allowEveryoneIfNoAclFound = parseBoolean(v, o)) },
+  // SASL on SASL_* listeners (broker/sasl-authenticator.ts): Apache's keys, plus bunka's PLAIN users file.
+  { fileKey: "sasl.enabled.mechanisms", apply: (c, v, o) => void (c.saslEnabledMechanisms = parseSaslMechanisms(v, o)) },
+  { fileKey: "sasl.plain.users.file", apply: (c, v, o) => void (c.saslPlainUsersFile = parseNonEmpty(v, o)) },
+  { fileKey: "connections.max.reauth.ms", apply: (c, v, o) => void (c.connectionsMaxReauthMs = parseInteger(v, o, 0, Number.MAX_SAFE_INTEGER)) },
+  { fileKey: "connection.failed.authentication.delay.ms", apply: (c, v, o) => void (c.connectionFailedAuthenticationDelayMs = parseInteger(v, o, 0, INT32_MAX)) },
   { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
   ...TOPIC_DEFAULT_SETTINGS,
   ...CLEANER_SETTING_NAMES.map(cleanerSetting),
@@ -352,7 +427,7 @@ export function parseConfigFile(text: string, path: string): Assignment[] {
     const key = line.slice(0, sep).trim();
     const value = line.slice(sep + 1).trim();
     if (key === "" || /\s/.test(key)) throw new ConfigError(`${where}: expected key=value, got ${quote(line)}`);
-    const setting = settingsByFileKey.get(key);
+    const setting = settingsByFileKey.get(key) ?? listenerSslSetting(key);
     if (!setting) throw new ConfigError(`${where}: unknown key ${quote(key)}`);
     out.push({ setting, value, origin: `${where} (${key})` });
   }
@@ -396,6 +471,9 @@ export function parseServeArgs(
   }
   // The checks that involve two settings, which Apache makes when it starts.
   const where = configPath === undefined ? "config" : `config file ${quote(configPath)}`;
+  const listenSet = [...fileAssignments, ...envAssignments, ...flags.assignments].some((a) => a.setting.fileKey === "listen");
+  interBrokerListener(resolveListeners(config, { listen: listenSet }), config, config.etcdEndpoints !== undefined);
+  httpTlsSettings(config.httpSsl);
   if (config.cleaner.threads < 1) throw new ConfigError(`${where}: log.cleaner.threads must be at least 1, got ${config.cleaner.threads}`);
   const dedupe = dedupeBufferProblem(config.cleaner);
   if (dedupe !== null) {
