@@ -22,6 +22,7 @@ import type { EtcdClient } from "../cluster/etcd/etcd-client.ts";
 import type { WatchOptions } from "../cluster/etcd/etcd-watch.ts";
 import { TopicFeed } from "../cluster/topic-feed.ts";
 import { AclFeed } from "../cluster/acl-feed.ts";
+import { ScramFeed } from "../cluster/scram-feed.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { BrokerConfigStore } from "../storage/broker-config-store.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
@@ -233,6 +234,9 @@ export async function startClusterMetadata(options: ClusterMetadataOptions): Pro
     ? await AclFeed.open({ client, clusterId, selfId, refresh: () => services.authorizer.reload(), log: services.log, nowMs, ...(options.watch === undefined ? {} : { watch: options.watch }) })
     : undefined;
   services.authorizer.useAnnouncer(aclFeed);
+  // SCRAM credential changes (AlterUserScramCredentials) likewise: every broker authenticates from them.
+  const scramFeed = await ScramFeed.open({ client, clusterId, selfId, refresh: () => services.scramCredentials.store.refresh(), log: services.log, nowMs, ...(options.watch === undefined ? {} : { watch: options.watch }) });
+  services.scramCredentials.useAnnouncer(scramFeed);
   return {
     mutations,
     feed,
@@ -242,6 +246,8 @@ export async function startClusterMetadata(options: ClusterMetadataOptions): Pro
       mutations.close();
       services.authorizer.useAnnouncer(undefined);
       await aclFeed?.close();
+      services.scramCredentials.useAnnouncer(undefined);
+      await scramFeed.close();
       await feed.close();
     },
   };

@@ -365,6 +365,21 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     out.sample("bunka_topics", undefined, topics.length);
     out.family("bunka_partitions", "gauge", "Partitions of all topics.");
     out.sample("bunka_partitions", undefined, topics.reduce((sum, t) => sum + t.partitions, 0));
+    // SASL on SASL_* listeners (broker/sasl-authenticator.ts), by mechanism ("" for one not enabled).
+    const sasl = this.opts.broker.services.sasl.counts;
+    const saslFamilies: [string, string, Map<string, number>][] = [
+      ["bunka_sasl_authentications_total", "Successful SASL authentications, by mechanism.", sasl.authenticated],
+      ["bunka_sasl_reauthentications_total", "Successful SASL re-authentications (KIP-368), by mechanism.", sasl.reauthenticated],
+      ["bunka_sasl_authentication_failures_total", "Failed SASL authentications (wrong password, unknown user, unsupported mechanism, bad message), by mechanism.", sasl.failed],
+      ["bunka_sasl_reauthentication_failures_total", "Failed SASL re-authentications, by mechanism.", sasl.failedReauthentication],
+    ];
+    for (const [name, help, counts] of saslFamilies) {
+      out.family(name, "counter", help);
+      for (const mechanism of this.opts.broker.services.config.saslEnabledMechanisms) out.sample(name, { mechanism }, counts.get(mechanism) ?? 0);
+      if (counts.has("")) out.sample(name, { mechanism: "" }, counts.get("")!);
+    }
+    out.family("bunka_sasl_expired_sessions_closed_total", "counter", "Connections closed because a request came after their SASL session ended (connections.max.reauth.ms).");
+    out.sample("bunka_sasl_expired_sessions_closed_total", undefined, sasl.expiredSessionsClosed);
     // Fetch sessions (KIP-227): how many the cache holds, and how Fetch v7+ requests used them.
     const sessions = this.opts.broker.services.fetchSessions.stats();
     out.family("bunka_fetch_sessions", "gauge", "Incremental fetch sessions in the cache (max.incremental.fetch.session.cache.slots bounds them).");

@@ -249,6 +249,13 @@ describe("over a SASL_PLAINTEXT listener", () => {
   });
 });
 
+test("PLAIN enabled without sasl.plain.users.file, or with a malformed one, refuses the start with one line", async () => {
+  await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"] })).rejects.toThrow("sasl.enabled.mechanisms includes PLAIN but sasl.plain.users.file is not set");
+  const bad = join(usersDir, "bad-users");
+  writeFileSync(bad, "alice\n");
+  await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"], saslPlainUsersFile: bad })).rejects.toThrow(/bad-users": line 1: expected name=password/);
+});
+
 describe("the failed-authentication delay", () => {
   test("connection.failed.authentication.delay.ms holds the failure's answer back", async () => {
     const tb = await startTestBroker({ ...saslConfig(), connectionFailedAuthenticationDelayMs: 300, listeners: [{ name: "SASL", host: "127.0.0.1", port: 0 }], listenerSecurityProtocolMap: { SASL: "SASL_PLAINTEXT" } });
