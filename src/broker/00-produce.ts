@@ -27,7 +27,10 @@
  * record errors for keyless records on a compacted topic; INVALID_TIMESTAMP for CreateTime records outside
  * message.timestamp.before/after.max.ms of now), and a topic whose compression.type names a codec stores
  * the batch recompressed in it (protocol/records/produce-validation.ts). Deliberately not done: quotas.
+ * Authorization (broker/authorizer.ts): transactional records need WRITE on the transactional id (else
+ * every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (TOPIC_AUTHORIZATION_FAILED).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { recordTimestampProblem, resolveTopicConfigWithDefaults, type TopicConfig } from "../domain/topic-config.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { ProduceRequest } from "../protocol/generated/produce-request.ts";
@@ -36,7 +39,7 @@ import type {
   ProduceResponse_PartitionProduceResponseInit,
 } from "../protocol/generated/produce-response.ts";
 import { prepareProducedBatch } from "../protocol/records/produce-validation.ts";
-import { CompressionCodec, errorCodeOfProblem, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
+import { CompressionCodec, errorCodeOfProblem, TRANSACTIONAL_BIT, validateProduceRecordSet } from "../protocol/records/record-batch.ts";
 import { CloseConnection, type Handler } from "./handler.ts";
 import { NO_LEADER_EPOCH, partitionLeadership } from "./partition-leadership.ts";
 import { partitionKey, type RefusedPartition } from "./remote-txn-verifier.ts";
@@ -168,6 +171,16 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       if (acks !== 0 && acks !== 1 && acks !== -1) {
         return this.errorResponse(request, ErrorCode.INVALID_REQUIRED_ACKS, ctx.apiVersion);
       }
+      // Authorization as Apache's KafkaApis: transactional records need WRITE on the transactional id
+      // (the whole request refused), each topic WRITE (TOPIC_AUTHORIZATION_FAILED per partition).
+      const { authorizer } = services;
+      if (hasTransactionalRecords(request)) {
+        const id = request.transactionalId;
+        if (id === null || !authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, id)) {
+          return this.errorResponse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion);
+        }
+      }
+      const writable = authorizer.allowedNames(ctx, AclOperation.WRITE, ResourceType.TOPIC, request.topicData.map((t) => t.name));
       // Cluster mode: transactional batches whose coordinator is another broker are verified with it
       // first; a partition it could not answer for is refused retriably without an append.
       const unverified = (await services.remoteTxnVerifier?.prepare(request)) ?? NOTHING_REFUSED;
@@ -176,6 +189,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
           name: topic.name,
           partitions: await Promise.all(
             topic.partitionData.map((p): PartitionAnswer | Promise<PartitionAnswer> => {
+              if (!writable.has(topic.name)) return { response: failure(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, null) };
               const refused = unverified.get(partitionKey(topic.name, p.index));
               if (refused !== undefined) return { response: failure(p.index, refused.errorCode, refused.message) };
               return producePartition(topic.name, p.index, p.records, ctx.apiVersion);
@@ -210,3 +224,13 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
     },
   };
 }
+
+/** Whether any partition's records start with a transactional batch (Apache's hasTransactionalRecords). */
+function hasTransactionalRecords(request: ProduceRequest): boolean {
+  return request.topicData.some((topic) =>
+    topic.partitionData.some((p) => p.records !== null && p.records.length >= BATCH_ATTRIBUTES_OFFSET + 2 && (p.records[BATCH_ATTRIBUTES_OFFSET + 1]! & TRANSACTIONAL_BIT) !== 0),
+  );
+}
+
+/** Where a RecordBatch v2 header keeps its int16 attributes (big-endian: the flags are in the low byte). */
+const BATCH_ATTRIBUTES_OFFSET = 21;

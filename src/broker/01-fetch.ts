@@ -40,7 +40,10 @@
  * (CurrentLeader, KIP-951) and v16+ its endpoint (NodeEndpoints).
  * Deliberately not done: follower fetching (replica id >= 0 is served like a consumer), diverging-epoch
  * detection (lastFetchedEpoch, which only followers send), preferred read replicas, quotas.
+ * Authorization (broker/authorizer.ts): READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+ * partitions (a topic id nobody knows is UNKNOWN_TOPIC_ID first); a replica id >= 0 needs CLUSTER_ACTION.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import {
   type FetchContext,
@@ -163,13 +166,25 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // re-created under the same name has a new id, and its old id must not reach the new partitions.
       const names = wanted.map((w) => (usesTopicIds ? topics.getById(w.topicId)?.name : w.topic));
       // Resolve partitions once; a missing one is answered with its error and never waited for, and so is
-      // one refused at open for damaged data.
-      const refused = wanted.map((w, i) => names[i] !== undefined && partitions.refusal(names[i]!, w.partition) !== undefined);
+      // one refused at open for damaged data, and one the principal may not read (Apache's KafkaApis: a
+      // replica's fetch needs CLUSTER_ACTION, a consumer's READ on each topic).
+      const { authorizer } = services;
+      const readable =
+        replicaId >= 0
+          ? authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+            ? undefined
+            : new Set<string>()
+          : authorizer.allowedNames(ctx, AclOperation.READ, ResourceType.TOPIC, names.filter((n) => n !== undefined));
+      const refused = wanted.map((w, i): number | undefined => {
+        if (names[i] === undefined) return undefined;
+        if (readable !== undefined && !readable.has(names[i]!)) return ErrorCode.TOPIC_AUTHORIZATION_FAILED;
+        return partitions.refusal(names[i]!, w.partition) !== undefined ? ErrorCode.KAFKA_STORAGE_ERROR : undefined;
+      });
       // A partition this broker does not lead (or whose epoch the consumer disagrees with) is not opened:
       // readAll answers its error.
       const resolved = await Promise.all(
         wanted.map((w, i) =>
-          names[i] === undefined || refused[i] || leadershipError(names[i]!, w) !== undefined ? undefined : partitions.get(names[i]!, w.partition),
+          names[i] === undefined || refused[i] !== undefined || leadershipError(names[i]!, w) !== undefined ? undefined : partitions.get(names[i]!, w.partition),
         ),
       );
 
@@ -282,7 +297,8 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     wanted: FetchPartitionRequest[],
     names: (string | undefined)[],
     resolved: (Partition | undefined)[],
-    refused: boolean[],
+    /** The error of a partition not read: not authorized, or refused at open. */
+    refused: (number | undefined)[],
     maxBytes: number,
     readCommitted: boolean,
     usesTopicIds: boolean,
@@ -296,8 +312,8 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     let hasError = false;
     const out: FetchResponse_PartitionDataInit[] = [];
     for (const [i, w] of wanted.entries()) {
-      if (refused[i]) {
-        out.push(emptyPartition(w.partition, ErrorCode.KAFKA_STORAGE_ERROR));
+      if (refused[i] !== undefined) {
+        out.push(emptyPartition(w.partition, refused[i]!));
         hasError = true;
         continue;
       }

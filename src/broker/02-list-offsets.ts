@@ -15,7 +15,10 @@
  * offset (the records are not decompressed), which can be a few records before Apache's answer; a
  * consumer seeking there reads from at most one batch earlier.
  * Deliberately not done: v0 (old-style offsets), tiered storage timestamps (-5).
+ * Authorization (broker/authorizer.ts): DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+ * partitions (offset and timestamp -1).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { ListOffsetsRequest } from "../protocol/generated/list-offsets-request.ts";
 import type {
@@ -83,12 +86,15 @@ export function listOffsetsHandler(services: BrokerServices): Handler<ListOffset
     async handle(request, ctx) {
       const readCommitted = ctx.apiVersion >= 2 && request.isolationLevel === READ_COMMITTED;
       // Before v4 the request carries no current epoch: it decodes as -1, no check.
+      const describable = services.authorizer.allowedNames(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, request.topics.map((t) => t.name));
       return {
         throttleTimeMs: 0,
         topics: await Promise.all(
           request.topics.map(async (t) => ({
             name: t.name,
-            partitions: await Promise.all(t.partitions.map((p) => answer(t.name, p.partitionIndex, p.timestamp, readCommitted, p.currentLeaderEpoch))),
+            partitions: await Promise.all(t.partitions.map((p) => !describable.has(t.name)
+              ? { partitionIndex: p.partitionIndex, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp: -1, offset: -1, leaderEpoch: -1 }
+              : answer(t.name, p.partitionIndex, p.timestamp, readCommitted, p.currentLeaderEpoch))),
           })),
         ),
       };

@@ -18,8 +18,13 @@
  * timestamp with a retention time (an explicit expiry for these offsets); v5 drops it; v6 adds the leader
  * epoch; v7 adds group.instance.id; v8 is flexible; v9 answers GROUP_ID_NOT_FOUND for an unknown group.
  *
- * Deliberately not done: authorization, and v0's ZooKeeper storage (v0 commits go to the coordinator too).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: READ on the group (else every partition
+ * GROUP_AUTHORIZATION_FAILED), READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions,
+ * before the topic is looked up).
+ *
+ * Deliberately not done: v0's ZooKeeper storage (v0 commits go to the coordinator too).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { OffsetCommitRequest } from "../protocol/generated/offset-commit-request.ts";
 import type { OffsetCommitResponseInit } from "../protocol/generated/offset-commit-response.ts";
@@ -35,6 +40,9 @@ export function offsetCommitHandler(services: BrokerServices): Handler<OffsetCom
     maxVersion: 9,
     async handle(request, ctx) {
       const version = ctx.apiVersion;
+      const { authorizer } = services;
+      if (!authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return this.errorResponse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, version);
+      const readable = authorizer.allowedNames(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics.map((t) => t.name));
       // One error code per requested partition, in request order; the valid ones go to the coordinator.
       const answer = request.topics.map((t) => ({ name: t.name, codes: t.partitions.map((): number => ErrorCode.NONE) }));
       const valid: OffsetCommitPartitionInput[] = [];
@@ -42,6 +50,10 @@ export function offsetCommitHandler(services: BrokerServices): Handler<OffsetCom
       request.topics.forEach((t, ti) => {
         const topic = topics.get(t.name);
         t.partitions.forEach((p, pi) => {
+          if (!readable.has(t.name)) {
+            answer[ti]!.codes[pi] = ErrorCode.TOPIC_AUTHORIZATION_FAILED;
+            return;
+          }
           if (topic === undefined || p.partitionIndex < 0 || p.partitionIndex >= topic.partitions) {
             answer[ti]!.codes[pi] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION;
             return;

@@ -13,8 +13,13 @@
  * leader epoch; v6 is flexible; v7 adds require_stable; v8 batches groups (one result per group, each
  * with its own error); v9 adds the KIP-848 member id and epoch, which classic groups ignore.
  *
- * Deliberately not done: authorization, v0's ZooKeeper storage (v0 reads the coordinator too).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: DESCRIBE on the group (else the group's
+ * error GROUP_AUTHORIZATION_FAILED), DESCRIBE on each topic named (else TOPIC_AUTHORIZATION_FAILED for its
+ * partitions, offset -1); for every partition (null topics) the topics not describable are left out.
+ *
+ * Deliberately not done: v0's ZooKeeper storage (v0 reads the coordinator too).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { OffsetFetchRequest } from "../protocol/generated/offset-fetch-request.ts";
 import type {
@@ -70,12 +75,21 @@ export function offsetFetchHandler(services: BrokerServices): Handler<OffsetFetc
       const requireStable = version >= 7 && request.requireStable;
       const groups = await Promise.all(
         queries(request, version).map(async (q): Promise<OffsetFetchResponse_OffsetFetchResponseGroupInit> => {
-          const outcome = await services.groups.fetchOffsets(q.groupId, q.topics, requireStable);
+          const { authorizer } = services;
+          if (!authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, q.groupId)) {
+            return { groupId: q.groupId, errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, topics: [] };
+          }
+          const describable = authorizer.allowedNames(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, q.topics?.map((t) => t.name) ?? []);
+          const asked = q.topics === null ? null : q.topics.filter((t) => describable.has(t.name));
+          const outcome = await services.groups.fetchOffsets(q.groupId, asked, requireStable);
           if (outcome.errorCode !== ErrorCode.NONE) return { groupId: q.groupId, errorCode: outcome.errorCode, topics: [] };
+          const shown = q.topics === null ? outcome.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)) : outcome.topics;
+          const denied = (q.topics ?? []).filter((t) => !describable.has(t.name));
           return {
             groupId: q.groupId,
             errorCode: ErrorCode.NONE,
-            topics: outcome.topics.map((t) => ({
+            topics: [
+              ...shown.map((t) => ({
               name: t.name,
               partitions: t.partitions.map((p) => ({
                 partitionIndex: p.partition,
@@ -85,6 +99,17 @@ export function offsetFetchHandler(services: BrokerServices): Handler<OffsetFetc
                 errorCode: p.errorCode,
               })),
             })),
+              ...denied.map((t) => ({
+                name: t.name,
+                partitions: t.partitions.map((partitionIndex) => ({
+                  partitionIndex,
+                  committedOffset: -1,
+                  committedLeaderEpoch: -1,
+                  metadata: "",
+                  errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                })),
+              })),
+            ],
           };
         }),
       );

@@ -17,9 +17,12 @@
  * none, null from v7); v8 adds the join reason (ignored); v9 adds SkipAssignment (a static leader that
  * rejoins a Stable group without changing the protocol keeps the current assignment).
  *
- * Deliberately not done: authorization (GROUP_AUTHORIZATION_FAILED), the KIP-848 consumer protocol (groups
+ * Authorization (broker/authorizer.ts): READ on the group, else GROUP_AUTHORIZATION_FAILED.
+ * Deliberately not done: the KIP-848 consumer protocol (groups
  * here are all classic), and the check of group.instance.id characters (Apache 4 does not check either).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { JoinGroupRequest } from "../protocol/generated/join-group-request.ts";
 import type { JoinGroupResponseInit } from "../protocol/generated/join-group-response.ts";
 import type { JoinGroupOutcome } from "../domain/groups/group-coordinator-state.ts";
@@ -54,6 +57,8 @@ export function joinGroupHandler(services: BrokerServices): Handler<JoinGroupReq
     maxVersion: 9,
     async handle(request, ctx) {
       const version = ctx.apiVersion;
+      // Authorization (broker/authorizer.ts): READ on the group, as Apache's KafkaApis.
+      if (!services.authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return this.errorResponse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, ctx.apiVersion);
       const outcome = await services.groups.joinGroup({
         groupId: request.groupId,
         memberId: request.memberId,

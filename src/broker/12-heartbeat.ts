@@ -8,8 +8,10 @@
  *
  * By version: v1 adds the throttle time; v3 adds group.instance.id; v4 is flexible.
  *
- * Deliberately not done: authorization.
+ * Authorization (broker/authorizer.ts): READ on the group, else GROUP_AUTHORIZATION_FAILED.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { HeartbeatRequest } from "../protocol/generated/heartbeat-request.ts";
 import type { HeartbeatResponseInit } from "../protocol/generated/heartbeat-response.ts";
 import type { Handler } from "./handler.ts";
@@ -21,6 +23,8 @@ export function heartbeatHandler(services: BrokerServices): Handler<HeartbeatReq
     minVersion: 0,
     maxVersion: 4,
     handle(request, ctx) {
+      // Authorization (broker/authorizer.ts): READ on the group, as Apache's KafkaApis.
+      if (!services.authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return this.errorResponse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, ctx.apiVersion);
       const errorCode = services.groups.heartbeat({
         groupId: request.groupId,
         memberId: request.memberId,

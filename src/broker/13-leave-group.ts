@@ -11,8 +11,9 @@
  * top-level error there, else the member's); v3 leaves a batch of members with group.instance.id and
  * answers per member; v4 is flexible; v5 adds a reason per member (logged by Apache, ignored here).
  *
- * Deliberately not done: authorization.
+ * Authorization (broker/authorizer.ts): READ on the group, else GROUP_AUTHORIZATION_FAILED.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { LeaveGroupRequest } from "../protocol/generated/leave-group-request.ts";
 import type { LeaveGroupResponseInit } from "../protocol/generated/leave-group-response.ts";
@@ -26,6 +27,8 @@ export function leaveGroupHandler(services: BrokerServices): Handler<LeaveGroupR
     maxVersion: 5,
     handle(request, ctx) {
       const version = ctx.apiVersion;
+      // Authorization (broker/authorizer.ts): READ on the group, as Apache's KafkaApis.
+      if (!services.authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return this.errorResponse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, ctx.apiVersion);
       const members =
         version >= 3
           ? request.members.map((m) => ({ memberId: m.memberId, groupInstanceId: m.groupInstanceId }))

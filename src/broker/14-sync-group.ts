@@ -12,9 +12,11 @@
  * By version: v3 adds group.instance.id; v4 is flexible; v5 requires the protocol type and name (Apache
  * refuses a v5 request without them with INCONSISTENT_GROUP_PROTOCOL) and returns them.
  *
- * Deliberately not done: authorization, and the durable write of the assignment that Apache makes before
+ * Authorization (broker/authorizer.ts): READ on the group, else GROUP_AUTHORIZATION_FAILED.
+ * Deliberately not done: the durable write of the assignment that Apache makes before
  * answering (members are not persisted in bunka: after a restart they rejoin).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import type { SyncGroupRequest } from "../protocol/generated/sync-group-request.ts";
 import type { SyncGroupResponseInit } from "../protocol/generated/sync-group-response.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -38,6 +40,8 @@ export function syncGroupHandler(services: BrokerServices): Handler<SyncGroupReq
       if (version >= 5 && (request.protocolType === null || request.protocolName === null)) {
         return errorResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL);
       }
+      // Authorization (broker/authorizer.ts): READ on the group, as Apache's KafkaApis.
+      if (!services.authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return errorResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED);
       const outcome = await services.groups.syncGroup({
         groupId: request.groupId,
         memberId: request.memberId,

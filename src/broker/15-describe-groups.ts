@@ -11,8 +11,11 @@
  * operation a group supports: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, as Apache reports
  * without an authorizer); v4 adds group.instance.id; v5 is flexible.
  *
- * Deliberately not done: authorization, and KIP-848 consumer groups (ConsumerGroupDescribe).
+ * Authorization (broker/authorizer.ts): DESCRIBE on each group, else that group GROUP_AUTHORIZATION_FAILED;
+ * authorized operations (v3+) are the principal's.
+ * Deliberately not done: KIP-848 consumer groups (ConsumerGroupDescribe).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DescribeGroupsRequest } from "../protocol/generated/describe-groups-request.ts";
 import type {
@@ -44,6 +47,7 @@ export function describeGroupsHandler(services: BrokerServices): Handler<Describ
       return {
         throttleTimeMs: 0,
         groups: request.groups.map((groupId) => {
+          if (!services.authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, groupId)) return failed(groupId, ErrorCode.GROUP_AUTHORIZATION_FAILED);
           const described = services.groups.describeGroup(groupId);
           if (described.group === null) return failed(groupId, described.errorCode);
           const g = described.group;
@@ -61,7 +65,7 @@ export function describeGroupsHandler(services: BrokerServices): Handler<Describ
               memberMetadata: m.memberMetadata,
               memberAssignment: m.memberAssignment,
             })),
-            authorizedOperations: includeOps ? GROUP_AUTHORIZED_OPERATIONS : AUTHORIZED_OPERATIONS_OMITTED,
+            authorizedOperations: includeOps ? services.authorizer.authorizedOperations(ctx, ResourceType.GROUP, groupId) : AUTHORIZED_OPERATIONS_OMITTED,
           };
         }),
       };

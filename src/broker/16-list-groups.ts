@@ -6,9 +6,11 @@
  * v5 adds the group type ("classic": every group here uses the classic protocol) and a types filter
  * (case-insensitive; a filter without "classic" lists nothing). v3 is flexible.
  *
- * Deliberately not done: authorization (Apache lists only groups the caller may describe unless it may
- * describe the cluster), KIP-848 consumer groups and share groups.
+ * Authorization (broker/authorizer.ts), as Apache: every group with DESCRIBE on the cluster, else only the
+ * groups the principal may DESCRIBE.
+ * Deliberately not done: KIP-848 consumer groups and share groups.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { ListGroupsRequest } from "../protocol/generated/list-groups-request.ts";
 import type { ListGroupsResponseInit } from "../protocol/generated/list-groups-response.ts";
@@ -22,7 +24,11 @@ export function listGroupsHandler(services: BrokerServices): Handler<ListGroupsR
     maxVersion: 5,
     handle(request, ctx) {
       const version = ctx.apiVersion;
-      const groups = services.groups.listGroups(version >= 4 ? request.statesFilter : [], version >= 5 ? request.typesFilter : []);
+      const { authorizer } = services;
+      const everyGroup = authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME);
+      const groups = services.groups
+        .listGroups(version >= 4 ? request.statesFilter : [], version >= 5 ? request.typesFilter : [])
+        .filter((g) => everyGroup || authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.groupId));
       return {
         throttleTimeMs: 0,
         errorCode: ErrorCode.NONE,

@@ -14,8 +14,12 @@
  * read the topics as they are in the shared files, so two brokers creating the same name at once answer
  * one success and one TOPIC_ALREADY_EXISTS. A gate that cannot be taken answers REQUEST_TIMED_OUT
  * (retriable) for every topic, and nothing is created.
+ * Authorization (broker/authorizer.ts): CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED
+ * "Authorization failed."; without DESCRIBE_CONFIGS on the topic its configs are left out
+ * (topicConfigErrorCode TOPIC_AUTHORIZATION_FAILED), as Apache's KafkaApis.
  * Deliberately not done: create-topic policies and controller mutation quotas (no THROTTLING_QUOTA_EXCEEDED).
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { topicConfigProblems } from "../domain/topic-config.ts";
 import { topicNameInvalidReason } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -25,7 +29,7 @@ import type {
   CreateTopicsResponse_CreatableTopicResultInit,
 } from "../protocol/generated/create-topics-response.ts";
 import { createdTopicConfigs } from "./32-describe-configs.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -118,8 +122,8 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     apiKey: 19,
     minVersion: 0,
     maxVersion: 7,
-    handle(request) {
-      return underGate(services, "CreateTopics", () => create(request), (reason) => ({
+    handle(request, ctx) {
+      return underGate(services, "CreateTopics", () => create(request, ctx), (reason) => ({
         throttleTimeMs: 0,
         topics: request.topics.map((t) => failure(t.name, ErrorCode.REQUEST_TIMED_OUT, reason)),
       }));
@@ -129,34 +133,48 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     },
   };
 
-  async function create(request: CreateTopicsRequest): Promise<CreateTopicsResponseInit> {
+  async function create(request: CreateTopicsRequest, ctx: RequestContext): Promise<CreateTopicsResponseInit> {
     const counts = new Map<string, number>();
     for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
     const results: CreateTopicsResponse_CreatableTopicResultInit[] = [];
+    // Authorization, as Apache's KafkaApis: CREATE on the cluster or on each topic; a topic whose configs
+    // the principal may not DESCRIBE_CONFIGS is answered without them (topic config error).
+    const { authorizer } = services;
+    const names = request.topics.map((t) => t.name);
+    const creatable = authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+      ? new Set(names)
+      : authorizer.allowedNames(ctx, AclOperation.CREATE, ResourceType.TOPIC, names);
+    const configsVisible = authorizer.allowedNames(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names);
+    const push = (result: CreateTopicsResponse_CreatableTopicResultInit) =>
+      results.push(configsVisible.has(result.name!) ? result : { ...result, topicConfigErrorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, configs: null });
     for (const topic of request.topics) {
       if (counts.get(topic.name)! > 1) {
-        results.push(
+        push(
           failure(topic.name, ErrorCode.INVALID_REQUEST, "Create topics request from client contains multiple entries for the topic."),
         );
         continue;
       }
+      if (!creatable.has(topic.name)) {
+        push(failure(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."));
+        continue;
+      }
       const checked = check(topic);
       if (typeof checked !== "number") {
-        results.push(checked);
+        push(checked);
         continue;
       }
       const configs = ownConfigs(topic);
       if (request.validateOnly) {
-        results.push(success(topic.name, "00000000-0000-0000-0000-000000000000", checked, configs));
+        push(success(topic.name, "00000000-0000-0000-0000-000000000000", checked, configs));
         continue;
       }
       const created = await topics.create({ name: topic.name, partitions: checked, configs });
       if (!created.ok) {
-        results.push(failure(topic.name, ErrorCode[created.error], created.message));
+        push(failure(topic.name, ErrorCode[created.error], created.message));
         continue;
       }
       services.log.info("created topic", { topic: topic.name, partitions: checked, topicId: created.topic.topicId });
-      results.push(success(topic.name, created.topic.topicId, checked, configs));
+      push(success(topic.name, created.topic.topicId, checked, configs));
     }
     return { throttleTimeMs: 0, topics: results };
   }

@@ -8,8 +8,12 @@
  * The whole request runs under the metadata gate (metadata-mutations.ts), reading the topics as they are
  * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
  * (retriable) for every topic, and nothing is deleted.
+ * Authorization (broker/authorizer.ts), as Apache: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED
+ * (before whether it exists is said); a topic named by id also needs DESCRIBE, else it is answered
+ * TOPIC_AUTHORIZATION_FAILED without its name.
  * Deliberately not done: delete.topic.enable=false (deletion is always allowed), mutation quotas.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../protocol/codec-support.ts";
 import type { DeleteTopicsRequest } from "../protocol/generated/delete-topics-request.ts";
@@ -17,7 +21,7 @@ import type {
   DeleteTopicsResponseInit,
   DeleteTopicsResponse_DeletableTopicResultInit,
 } from "../protocol/generated/delete-topics-response.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -39,7 +43,7 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
     minVersion: 0,
     maxVersion: 6,
     handle(request, ctx) {
-      return underGate(services, "DeleteTopics", () => remove(request, ctx.apiVersion), (reason) => ({
+      return underGate(services, "DeleteTopics", () => remove(request, ctx), (reason) => ({
         throttleTimeMs: 0,
         responses: targets(request, ctx.apiVersion).map((t) => ({ name: t.name, topicId: t.topicId, errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
       }));
@@ -51,9 +55,11 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
     },
   };
 
-  async function remove(request: DeleteTopicsRequest, apiVersion: number): Promise<DeleteTopicsResponseInit> {
+  async function remove(request: DeleteTopicsRequest, ctx: RequestContext): Promise<DeleteTopicsResponseInit> {
     const responses: DeleteTopicsResponse_DeletableTopicResultInit[] = [];
-    for (const target of targets(request, apiVersion)) {
+    const { authorizer } = services;
+    const may = (operation: number, name: string) => authorizer.allows(ctx, operation, ResourceType.TOPIC, name);
+    for (const target of targets(request, ctx.apiVersion)) {
       const byId = target.topicId !== ZERO_UUID ? topics.getById(target.topicId) : undefined;
       const topic = target.name !== null ? topics.get(target.name) : byId;
       const answer = (errorCode: number, errorMessage: string | null) =>
@@ -62,6 +68,13 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
         answer(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.");
       } else if (target.name !== null && target.topicId !== ZERO_UUID) {
         answer(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.");
+      } else if (target.name !== null && !may(AclOperation.DELETE, target.name)) {
+        answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED, null);
+      } else if (topic && target.name === null && !may(AclOperation.DESCRIBE, topic.name)) {
+        // Not even its name is told (the id is not secret).
+        responses.push({ name: null, topicId: target.topicId, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: null });
+      } else if (topic && !may(AclOperation.DELETE, topic.name)) {
+        answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED, null);
       } else if (!topic) {
         answer(
           target.name === null ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

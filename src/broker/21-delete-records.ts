@@ -9,7 +9,9 @@
  * only by compaction. A partition this broker does not lead (cluster mode) is NOT_LEADER_OR_FOLLOWER, as is
  * one whose leadership ended (the lease lapsed) before the change was durable: the change is a write, checked
  * against the leader epoch before it and again before the answer, as Produce is.
+ * Authorization (broker/authorizer.ts): DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DeleteRecordsRequest } from "../protocol/generated/delete-records-request.ts";
 import type { DeleteRecordsResponseInit } from "../protocol/generated/delete-records-response.ts";
@@ -54,13 +56,21 @@ export function deleteRecordsHandler(services: BrokerServices): Handler<DeleteRe
     apiKey: 21,
     minVersion: 0,
     maxVersion: 2,
-    async handle(request) {
+    async handle(request, ctx) {
+      // Authorization (broker/authorizer.ts): DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED.
+      const deletable = services.authorizer.allowedNames(ctx, AclOperation.DELETE, ResourceType.TOPIC, request.topics.map((t) => t.name));
       return {
         throttleTimeMs: 0,
         topics: await Promise.all(
           request.topics.map(async (t) => ({
             name: t.name,
-            partitions: await Promise.all(t.partitions.map((p) => answer(t.name, p.partitionIndex, p.offset))),
+            partitions: await Promise.all(
+              t.partitions.map((p) =>
+                deletable.has(t.name)
+                  ? answer(t.name, p.partitionIndex, p.offset)
+                  : { partitionIndex: p.partitionIndex, lowWatermark: -1, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED },
+              ),
+            ),
           })),
         ),
       };

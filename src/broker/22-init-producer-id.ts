@@ -21,6 +21,7 @@
  * epoch back; anything else that does not match is PRODUCER_FENCED). PRODUCER_FENCED is answered as
  * INVALID_PRODUCER_EPOCH before v4. The answer comes once the new state is durable.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { InitProducerIdRequest } from "../protocol/generated/init-producer-id-request.ts";
@@ -35,6 +36,14 @@ export function initProducerIdHandler(services: BrokerServices): Handler<InitPro
     minVersion: 0,
     maxVersion: 5,
     async handle(request, ctx) {
+      // Authorization (broker/authorizer.ts), as Apache 4.1's KafkaApis, before anything else: WRITE on the
+      // transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+      const { authorizer } = services;
+      if (request.transactionalId !== null) {
+        if (!authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId)) return this.errorResponse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion);
+      } else if (!authorizer.allows(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) && !authorizer.allowsSomeResource(ctx, AclOperation.WRITE, ResourceType.TOPIC)) {
+        return this.errorResponse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx.apiVersion);
+      }
       if (ctx.apiVersion >= 3 && (request.producerId === -1) !== (request.producerEpoch === -1)) {
         return { throttleTimeMs: 0, errorCode: ErrorCode.INVALID_REQUEST, producerId: -1, producerEpoch: -1 };
       }

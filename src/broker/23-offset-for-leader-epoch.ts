@@ -12,8 +12,10 @@
  * (-1, -1), one below them ends at the first recorded start offset. Apache answers from the leader only
  * and bounds nothing by the high watermark, for consumers (replica id -1) and followers alike; so does
  * this handler, and the replica id (v3+) changes nothing.
- * Deliberately not done: authorization (Apache needs CLUSTER_ACTION, or DESCRIBE on the topic).
+ * Authorization (broker/authorizer.ts): CLUSTER_ACTION on the cluster, or else DESCRIBE on each topic
+ * (TOPIC_AUTHORIZATION_FAILED for its partitions), as Apache's KafkaApis.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { OffsetForLeaderEpochRequest } from "../protocol/generated/offset-for-leader-epoch-request.ts";
 import type {
@@ -51,14 +53,20 @@ export function offsetForLeaderEpochHandler(services: BrokerServices): Handler<O
     apiKey: 23,
     minVersion: 2,
     maxVersion: 4,
-    async handle(request) {
+    async handle(request, ctx) {
+      const { authorizer } = services;
+      const allowed = authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        ? undefined
+        : authorizer.allowedNames(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, request.topics.map((t) => t.topic));
       return {
         throttleTimeMs: 0,
         topics: await Promise.all(
           request.topics.map(async (t) => ({
             topic: t.topic,
             partitions: await Promise.all(
-              t.partitions.map((p) => answer(t.topic, p.partition, p.currentLeaderEpoch, p.leaderEpoch)),
+              t.partitions.map((p) => allowed !== undefined && !allowed.has(t.topic)
+                ? { partition: p.partition, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, leaderEpoch: -1, endOffset: -1 }
+                : answer(t.topic, p.partition, p.currentLeaderEpoch, p.leaderEpoch)),
             ),
           })),
         ),

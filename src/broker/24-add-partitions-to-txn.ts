@@ -19,8 +19,12 @@
  * By version: v1 is v0 (Apache bumped it for throttling), v2 answers PRODUCER_FENCED, v3 is flexible, v4
  * batches and adds verifyOnly, v5 lets clients see TRANSACTION_ABORTABLE.
  *
- * Deliberately not done: authorization (TRANSACTIONAL_ID / TOPIC / CLUSTER_AUTHORIZATION_FAILED).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: v4+ (from brokers) needs CLUSTER_ACTION
+ * (CLUSTER_AUTHORIZATION_FAILED); v0-3 (from producers) WRITE on the transactional id (every partition
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, the others
+ * OPERATION_NOT_ATTEMPTED).
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import { toTopicPartitions, type TopicPartitions } from "../domain/txn/txn-state.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -30,7 +34,7 @@ import type {
   AddPartitionsToTxnResponse_AddPartitionsToTxnResultInit,
   AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResultInit,
 } from "../protocol/generated/add-partitions-to-txn-response.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 import { GROUP_OFFSETS_TOPIC } from "./remote-txn-verifier.ts";
 import { SLOT_COUNT } from "../cluster/ownership.ts";
@@ -63,19 +67,30 @@ export function addPartitionsToTxnHandler(services: BrokerServices): Handler<Add
     return record !== undefined && Number.isInteger(partition) && partition >= 0 && partition < record.partitions;
   };
 
-  const handleTransaction = async (input: TxnInput, version: number): Promise<AddPartitionsToTxnResponse_AddPartitionsToTxnResultInit> => {
+  const handleTransaction = async (input: TxnInput, version: number, ctx: RequestContext): Promise<AddPartitionsToTxnResponse_AddPartitionsToTxnResultInit> => {
     const partitions = partitionsOf(input.topics);
-    const missing = new Set<string>();
+    const { authorizer } = services;
+    if (version < 4 && !authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, input.transactionalId)) {
+      return { transactionalId: input.transactionalId, topicResults: topicResults(partitions, () => ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) };
+    }
+    // Producers (v0-3) need WRITE on each topic; brokers (v4+) were checked for CLUSTER_ACTION.
+    const writable = version < 4 ? authorizer.allowedNames(ctx, AclOperation.WRITE, ResourceType.TOPIC, partitions.map((t) => t.topic)) : undefined;
+    const missing = new Map<string, number>();
     // A verifyOnly request may name a group's offsets partition (another broker's group coordinator
     // verifying a TxnOffsetCommit: `__consumer_offsets`, partition = the group's slot).
     const groupSlot = (topic: string, p: number) => input.verifyOnly && topic === GROUP_OFFSETS_TOPIC && Number.isInteger(p) && p >= 0 && p < SLOT_COUNT;
-    for (const t of partitions) for (const p of t.partitions) if (!exists(t.topic, p) && !groupSlot(t.topic, p)) missing.add(`${t.topic}\u0000${p}`);
+    for (const t of partitions) {
+      for (const p of t.partitions) {
+        if (writable !== undefined && !writable.has(t.topic)) missing.set(`${t.topic}\u0000${p}`, ErrorCode.TOPIC_AUTHORIZATION_FAILED);
+        else if (!exists(t.topic, p) && !groupSlot(t.topic, p)) missing.set(`${t.topic}\u0000${p}`, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
+      }
+    }
     if (missing.size > 0) {
       // Any partition that does not exist fails the whole transaction's request; the others were not tried.
       return {
         transactionalId: input.transactionalId,
         topicResults: topicResults(partitions, (topic, partition) =>
-          missing.has(`${topic}\u0000${partition}`) ? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION : ErrorCode.OPERATION_NOT_ATTEMPTED,
+          missing.get(`${topic}\u0000${partition}`) ?? ErrorCode.OPERATION_NOT_ATTEMPTED,
         ),
       };
     }
@@ -109,6 +124,9 @@ export function addPartitionsToTxnHandler(services: BrokerServices): Handler<Add
     maxVersion: 5,
     async handle(request, ctx) {
       const version = ctx.apiVersion;
+      if (version >= 4 && !services.authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)) {
+        return errorResponse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, version);
+      }
       if (version < 4) {
         const result = await handleTransaction(
           {
@@ -119,10 +137,11 @@ export function addPartitionsToTxnHandler(services: BrokerServices): Handler<Add
             topics: request.v3AndBelowTopics,
           },
           version,
+          ctx,
         );
         return { throttleTimeMs: 0, resultsByTopicV3AndBelow: result.topicResults };
       }
-      const results = await Promise.all(request.transactions.map((t) => handleTransaction(t, version)));
+      const results = await Promise.all(request.transactions.map((t) => handleTransaction(t, version, ctx)));
       return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, resultsByTransaction: results };
     },
     errorResponse,

@@ -14,9 +14,14 @@
  * By version: v1 is v0 (throttling), v2 answers PRODUCER_FENCED, v3 is flexible, v4 may answer
  * TRANSACTION_ABORTABLE (never produced here).
  *
- * Deliberately not done: authorization. Bunka records the group itself, not Apache's offsets partition of
+ * Authorization (broker/authorizer.ts): WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+ * then READ on the group (GROUP_AUTHORIZATION_FAILED), as Apache's KafkaApis.
+ *
+ * Bunka records the group itself, not Apache's offsets partition of
  * the group, so two groups that would share an offsets partition in Apache are told apart here.
  */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import type { AddOffsetsToTxnRequest } from "../protocol/generated/add-offsets-to-txn-request.ts";
 import type { AddOffsetsToTxnResponseInit } from "../protocol/generated/add-offsets-to-txn-response.ts";
@@ -30,6 +35,9 @@ export function addOffsetsToTxnHandler(services: BrokerServices): Handler<AddOff
     minVersion: 0,
     maxVersion: 4,
     async handle(request, ctx) {
+      const { authorizer } = services;
+      if (!authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId)) return { throttleTimeMs: 0, errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED };
+      if (!authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return { throttleTimeMs: 0, errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED };
       const errorCode = await txn.addOffsets({
         transactionalId: request.transactionalId,
         producerId: request.producerId,

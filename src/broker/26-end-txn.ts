@@ -20,8 +20,11 @@
  * TRANSACTION_ABORTABLE (never produced here).
  *
  * Deliberately not done: v5 (transaction version 2, KIP-890 part 2: an epoch bump per transaction; the
- * broker does not advertise the transaction.version feature), authorization.
+ * broker does not advertise the transaction.version feature).
+ * Authorization (broker/authorizer.ts): WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
  */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import type { EndTxnRequest } from "../protocol/generated/end-txn-request.ts";
 import type { EndTxnResponseInit } from "../protocol/generated/end-txn-response.ts";
@@ -35,6 +38,9 @@ export function endTxnHandler(services: BrokerServices): Handler<EndTxnRequest, 
     minVersion: 0,
     maxVersion: 4,
     async handle(request, ctx) {
+      if (!services.authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId)) {
+        return { throttleTimeMs: 0, errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producerId: -1, producerEpoch: -1 };
+      }
       const answer = await txn.endTxn({
         transactionalId: request.transactionalId,
         producerId: request.producerId,

@@ -24,9 +24,14 @@
  * then answers NONE for every partition named. It writes nothing from the request itself, so a late or
  * repeated one cannot end a later transaction; the coordinator looks at the files again either way.
  *
- * Deliberately not done: authorization (CLUSTER_ACTION), the __consumer_offsets special case (bunka keeps
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: ALTER or CLUSTER_ACTION on the cluster,
+ * else every partition CLUSTER_AUTHORIZATION_FAILED; the wake-up from another bunka broker too (its
+ * principal needs CLUSTER_ACTION, README "Authorization").
+ *
+ * Deliberately not done: the __consumer_offsets special case (bunka keeps
  * offsets outside the log).
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { WriteTxnMarkersRequest } from "../protocol/generated/write-txn-markers-request.ts";
 import type { WriteTxnMarkersResponseInit } from "../protocol/generated/write-txn-markers-response.ts";
@@ -63,6 +68,10 @@ export function writeTxnMarkersHandler(services: BrokerServices): Handler<WriteT
     minVersion: 0,
     maxVersion: 1,
     async handle(request, ctx) {
+      const { authorizer } = services;
+      if (!authorizer.allows(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME) && !authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)) {
+        return this.errorResponse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx.apiVersion);
+      }
       const results: Results = new Map();
       if (queuedMarkers !== undefined && (ctx.header.clientId ?? "").startsWith(PEER_CLIENT_ID_PREFIX)) {
         const producers = new Set(request.markers.map((m) => m.producerId).filter((id) => Number.isSafeInteger(id) && id >= 0));

@@ -27,8 +27,11 @@
  * By version: v1 is v0 (throttling), v2 may answer COORDINATOR_LOAD_IN_PROGRESS, v3 adds the generation,
  * member id and group instance id (KIP-447) and is flexible, v4 answers TRANSACTION_ABORTABLE.
  *
- * Deliberately not done: authorization.
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: WRITE on the transactional id (every
+ * partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (GROUP_AUTHORIZATION_FAILED),
+ * then READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions, before the topic is looked up).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { API_KEY, rewriteForVersion } from "../domain/txn/coordinator.ts";
 import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -65,6 +68,10 @@ export function txnOffsetCommitHandler(services: BrokerServices): Handler<TxnOff
     maxVersion: 4,
     async handle(request, ctx) {
       const version = ctx.apiVersion;
+      const { authorizer } = services;
+      if (!authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId)) return errorResponse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+      if (!authorizer.allows(ctx, AclOperation.READ, ResourceType.GROUP, request.groupId)) return errorResponse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED);
+      const readable = authorizer.allowedNames(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics.map((t) => t.name));
       // One code per requested partition, in request order; the ones that exist go on to the coordinators.
       const answer = request.topics.map((t) => t.partitions.map((): number => ErrorCode.NONE));
       const valid: StagedOffsetInput[] = [];
@@ -72,6 +79,10 @@ export function txnOffsetCommitHandler(services: BrokerServices): Handler<TxnOff
       request.topics.forEach((t, ti) => {
         const topic = topics.get(t.name);
         t.partitions.forEach((p, pi) => {
+          if (!readable.has(t.name)) {
+            answer[ti]![pi] = ErrorCode.TOPIC_AUTHORIZATION_FAILED;
+            return;
+          }
           if (topic === undefined || p.partitionIndex < 0 || p.partitionIndex >= topic.partitions) {
             answer[ti]![pi] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION;
             return;

@@ -31,7 +31,10 @@
  * configType (Apache's ConfigType ids) and, with includeDocumentation, a short description (null
  * otherwise); v4 is flexible.
  *
- * Deliberately not done: authorization (no *_AUTHORIZATION_FAILED), the broker configs of Apache that
+ * Authorization (broker/authorizer.ts): DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), the
+ * group (GROUP_AUTHORIZATION_FAILED) or the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED).
+ *
+ * Deliberately not done: the broker configs of Apache that
  * bunka has no counterpart for (they are not listed, rather than listed with values that mean nothing
  * here), and Apache's derived synonyms such as log.retention.hours / log.roll.hours (bunka has no such
  * settings).
@@ -60,6 +63,7 @@ import {
   topicConfigType,
 } from "../domain/topic-config.ts";
 import { TOPIC_NAME_LENGTH_MAX } from "../domain/topic-name.ts";
+import { AclOperation } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { CreateTopicsResponse_CreatableTopicConfigsInit } from "../protocol/generated/create-topics-response.ts";
 import type {
@@ -466,7 +470,7 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     apiKey: 32,
     minVersion: 0,
     maxVersion: 4,
-    handle(request) {
+    handle(request, ctx) {
       const known: readonly number[] = Object.values(ConfigResourceType);
       if (request.resources.some((r) => !known.includes(r.resourceType))) {
         // Apache's KafkaApis throws on an unknown resource type before looking at any resource, which
@@ -475,6 +479,9 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
         return { throttleTimeMs: 0, results };
       }
       const results = request.resources.map((resource): DescribeConfigsResponse_DescribeConfigsResultInit => {
+        // Authorization (broker/authorizer.ts): DESCRIBE_CONFIGS on the topic, the group or the cluster.
+        const refused = services.authorizer.configResourceError(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resourceType, resource.resourceName);
+        if (refused !== ErrorCode.NONE) return failure(resource, refused, null);
         const described = describe(resource);
         if (!Array.isArray(described)) return described;
         const keys = resource.configurationKeys;

@@ -22,7 +22,10 @@
  * Where bunka differs: the same resource twice in one request is INVALID_REQUEST for every copy (as
  * IncrementalAlterConfigs answers it); Apache 4.1.1 sends no answer at all (its response builder fails
  * on the duplicate key).
+ * Authorization (broker/authorizer.ts): ALTER_CONFIGS on the topic or the cluster (broker resources),
+ * else that resource's TOPIC_ / CLUSTER_AUTHORIZATION_FAILED, before any other check of it.
  */
+import { AclOperation } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { AlterConfigsRequest, AlterConfigsRequest_AlterConfigsResource } from "../protocol/generated/alter-configs-request.ts";
 import type { AlterConfigsResponseInit } from "../protocol/generated/alter-configs-response.ts";
@@ -38,7 +41,7 @@ import {
   requestedConfigsProblem,
   staticBrokerConfigsProblem,
 } from "./config-changes.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -83,19 +86,24 @@ export function alterConfigsHandler(
     }
   };
 
-  const run = async (request: AlterConfigsRequest): Promise<AlterConfigsResponseInit> => ({
+  const run = async (request: AlterConfigsRequest, ctx: RequestContext): Promise<AlterConfigsResponseInit> => ({
     throttleTimeMs: 0,
-    responses: await alterEachResource(request.resources, (resource) => alter(resource, request.validateOnly)),
+    // Authorization (broker/authorizer.ts): ALTER_CONFIGS on the topic, the group or the cluster (broker
+    // resources), else that resource's *_AUTHORIZATION_FAILED, before anything else about it is checked.
+    responses: await alterEachResource(request.resources, async (resource) => {
+      const refused = services.authorizer.configResourceError(ctx, AclOperation.ALTER_CONFIGS, resource.resourceType, resource.resourceName);
+      return refused !== ErrorCode.NONE ? { errorCode: refused, errorMessage: null } : alter(resource, request.validateOnly);
+    }),
   });
 
   return {
     apiKey: 33,
     minVersion: 0,
     maxVersion: 2,
-    handle(request) {
+    handle(request, ctx) {
       // In turn with IncrementalAlterConfigs here, and under the metadata gate across the cluster.
       return changes.serialize(() =>
-        underGate(services, "AlterConfigs", () => run(request), (reason) => ({
+        underGate(services, "AlterConfigs", () => run(request, ctx), (reason) => ({
           throttleTimeMs: 0,
           responses: request.resources.map((r) => answerFor(r, { errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
         })),

@@ -18,11 +18,14 @@
  * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
  * (retriable) for every topic, and nothing is changed.
  *
+ * Authorization (broker/authorizer.ts): ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED "The topic
+ * authorization is failed." (Apache's words), before the topic is looked up.
  * Deliberately not done: controller mutation quotas (never THROTTLING_QUOTA_EXCEEDED); timeoutMs is
  * ignored because the change is complete when answered; a manual assignment is validated but not stored,
  * because partition leadership comes from the ownership port (docs/architecture.md, "Ownership and cluster
  * mode"), not from replica lists.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type {
   CreatePartitionsRequest,
@@ -33,7 +36,7 @@ import type {
   CreatePartitionsResponse_CreatePartitionsTopicResultInit,
 } from "../protocol/generated/create-partitions-response.ts";
 import { PARTITIONS_PER_TOPIC_MAX, type TopicRecord } from "../storage/topic-store.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -118,8 +121,8 @@ export function createPartitionsHandler(services: BrokerServices): Handler<Creat
     apiKey: 37,
     minVersion: 0,
     maxVersion: 3,
-    handle(request) {
-      return underGate(services, "CreatePartitions", () => grow(request), (reason) => ({
+    handle(request, ctx) {
+      return underGate(services, "CreatePartitions", () => grow(request, ctx), (reason) => ({
         throttleTimeMs: 0,
         results: [...new Set(request.topics.map((t) => t.name))].map((name) => result(name, ErrorCode.REQUEST_TIMED_OUT, reason)),
       }));
@@ -129,7 +132,8 @@ export function createPartitionsHandler(services: BrokerServices): Handler<Creat
     },
   };
 
-  async function grow(request: CreatePartitionsRequest): Promise<CreatePartitionsResponseInit> {
+  async function grow(request: CreatePartitionsRequest, ctx: RequestContext): Promise<CreatePartitionsResponseInit> {
+    const alterable = services.authorizer.allowedNames(ctx, AclOperation.ALTER, ResourceType.TOPIC, request.topics.map((t) => t.name));
     const counts = new Map<string, number>();
     for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
     const results: Result[] = [];
@@ -137,6 +141,10 @@ export function createPartitionsHandler(services: BrokerServices): Handler<Creat
 
     for (const t of request.topics) {
       if (counts.get(t.name)! > 1) continue;
+      if (!alterable.has(t.name)) {
+        results.push(result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed."));
+        continue;
+      }
       const refused = check(topics.get(t.name), t.name, t.count, t.assignments);
       if (refused !== null) {
         results.push(refused);

@@ -8,8 +8,10 @@
  *
  * By version: v1 is v0 (throttling behaviour only); v2 is flexible.
  *
- * Deliberately not done: authorization.
+ * Authorization (broker/authorizer.ts): DELETE on each group, else that group GROUP_AUTHORIZATION_FAILED.
  */
+import { ErrorCode } from "../errors/generated/error-codes.ts";
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import type { DeleteGroupsRequest } from "../protocol/generated/delete-groups-request.ts";
 import type { DeleteGroupsResponseInit } from "../protocol/generated/delete-groups-response.ts";
 import type { Handler } from "./handler.ts";
@@ -20,9 +22,12 @@ export function deleteGroupsHandler(services: BrokerServices): Handler<DeleteGro
     apiKey: 42,
     minVersion: 0,
     maxVersion: 2,
-    async handle(request) {
-      const results = await services.groups.deleteGroups([...new Set(request.groupsNames)]);
-      return { throttleTimeMs: 0, results };
+    async handle(request, ctx) {
+      const names = [...new Set(request.groupsNames)];
+      const deletable = services.authorizer.allowedNames(ctx, AclOperation.DELETE, ResourceType.GROUP, names);
+      const deleted = await services.groups.deleteGroups(names.filter((name) => deletable.has(name)));
+      const denied = names.filter((name) => !deletable.has(name)).map((groupId) => ({ groupId, errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED }));
+      return { throttleTimeMs: 0, results: [...deleted, ...denied] };
     },
     errorResponse(request, errorCode) {
       return { throttleTimeMs: 0, results: [...new Set(request.groupsNames)].map((groupId) => ({ groupId, errorCode })) };

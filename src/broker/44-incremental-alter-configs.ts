@@ -24,7 +24,10 @@
  * A change to broker configs is announced to the other brokers sharing the data directory in cluster
  * mode (metadata-mutations.ts), which read the file again, so a cluster-wide default reaches them at once.
  *
- * Deliberately not done: authorization, alter-config policies, per-listener broker configs. Apache answers UNKNOWN_SERVER_ERROR for an unknown operation on a topic; bunka answers
+ * Authorization (broker/authorizer.ts): ALTER_CONFIGS on the topic, the group or the cluster (broker and
+ * broker-logger resources), else that resource's *_AUTHORIZATION_FAILED, before any other check of it.
+ *
+ * Deliberately not done: alter-config policies, per-listener broker configs. Apache answers UNKNOWN_SERVER_ERROR for an unknown operation on a topic; bunka answers
  * INVALID_REQUEST, as Apache does for the same mistake on a broker resource.
  */
 import {
@@ -34,6 +37,7 @@ import {
   topicConfigForBrokerConfig,
   topicConfigType,
 } from "../domain/topic-config.ts";
+import { AclOperation } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type {
   IncrementalAlterConfigsRequest,
@@ -55,7 +59,7 @@ import {
   requestedConfigsProblem,
   staticBrokerConfigsProblem,
 } from "./config-changes.ts";
-import type { Handler } from "./handler.ts";
+import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -222,20 +226,25 @@ export function incrementalAlterConfigsHandler(
     }
   };
 
-  const run = async (request: IncrementalAlterConfigsRequest): Promise<IncrementalAlterConfigsResponseInit> => ({
+  const run = async (request: IncrementalAlterConfigsRequest, ctx: RequestContext): Promise<IncrementalAlterConfigsResponseInit> => ({
     throttleTimeMs: 0,
-    responses: await alterEachResource(request.resources, (resource) => alter(resource, request.validateOnly)),
+    // Authorization (broker/authorizer.ts): ALTER_CONFIGS on the topic, the group or the cluster (broker
+    // resources), else that resource's *_AUTHORIZATION_FAILED, before anything else about it is checked.
+    responses: await alterEachResource(request.resources, async (resource) => {
+      const refused = services.authorizer.configResourceError(ctx, AclOperation.ALTER_CONFIGS, resource.resourceType, resource.resourceName);
+      return refused !== ErrorCode.NONE ? { errorCode: refused, errorMessage: null } : alter(resource, request.validateOnly);
+    }),
   });
 
   return {
     apiKey: 44,
     minVersion: 0,
     maxVersion: 1,
-    handle(request) {
+    handle(request, ctx) {
       // One request at a time (shared with AlterConfigs): each merges with the configs it read. Across
       // the cluster, under the metadata gate, which reads the files again first.
       return changes.serialize(() =>
-        underGate(services, "IncrementalAlterConfigs", () => run(request), (reason) => ({
+        underGate(services, "IncrementalAlterConfigs", () => run(request, ctx), (reason) => ({
           throttleTimeMs: 0,
           responses: request.resources.map((r) => answerFor(r, { errorCode: ErrorCode.REQUEST_TIMED_OUT, errorMessage: reason })),
         })),

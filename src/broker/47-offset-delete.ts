@@ -9,8 +9,10 @@
  * subscriptions cannot be known), INVALID_GROUP_ID for "", NOT_COORDINATOR. With a top-level error the
  * answer has no topics (Apache's OffsetDeleteResponse.Builder.merge keeps only the coordinator's answer).
  *
- * Deliberately not done: authorization.
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: DELETE on the group (else the top-level
+ * GROUP_AUTHORIZATION_FAILED), READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { OffsetDeleteRequest } from "../protocol/generated/offset-delete-request.ts";
 import type { OffsetDeleteResponseInit } from "../protocol/generated/offset-delete-response.ts";
@@ -23,7 +25,10 @@ export function offsetDeleteHandler(services: BrokerServices): Handler<OffsetDel
     apiKey: 47,
     minVersion: 0,
     maxVersion: 0,
-    async handle(request) {
+    async handle(request, ctx) {
+      const { authorizer } = services;
+      if (!authorizer.allows(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groupId)) return { errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, throttleTimeMs: 0, topics: [] };
+      const readable = authorizer.allowedNames(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics.map((t) => t.name));
       if (request.groupId === "") return { errorCode: ErrorCode.INVALID_GROUP_ID, throttleTimeMs: 0, topics: [] };
       const unknown = new Map<string, Set<number>>();
       const valid: { name: string; partitions: number[] }[] = [];
@@ -31,6 +36,7 @@ export function offsetDeleteHandler(services: BrokerServices): Handler<OffsetDel
         const topic = topics.get(t.name);
         const ok: number[] = [];
         for (const p of t.partitions) {
+          if (!readable.has(t.name)) continue;
           if (topic === undefined || p.partitionIndex < 0 || p.partitionIndex >= topic.partitions) {
             if (!unknown.has(t.name)) unknown.set(t.name, new Set());
             unknown.get(t.name)!.add(p.partitionIndex);
@@ -50,7 +56,9 @@ export function offsetDeleteHandler(services: BrokerServices): Handler<OffsetDel
           name: t.name,
           partitions: t.partitions.map((p) => ({
             partitionIndex: p.partitionIndex,
-            errorCode: unknown.get(t.name)?.has(p.partitionIndex) ? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION : (byTopic.get(t.name)?.get(p.partitionIndex) ?? ErrorCode.NONE),
+            errorCode: !readable.has(t.name)
+              ? ErrorCode.TOPIC_AUTHORIZATION_FAILED
+              : unknown.get(t.name)?.has(p.partitionIndex) ? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION : (byTopic.get(t.name)?.get(p.partitionIndex) ?? ErrorCode.NONE),
           })),
         })),
       };

@@ -9,8 +9,10 @@
  * INVALID_TOPIC_EXCEPTION and an unknown topic UNKNOWN_TOPIC_OR_PARTITION, both with the error's message,
  * for every partition asked; a partition the topic does not have is UNKNOWN_TOPIC_OR_PARTITION and one led
  * by another broker NOT_LEADER_OR_FOLLOWER, without a message.
- * Deliberately not done: authorization (bunka has none; Apache needs READ on the topic).
+ * Authorization (broker/authorizer.ts): READ on the topic, else TOPIC_AUTHORIZATION_FAILED for its
+ * partitions (after the name's validity, before whether it exists), as Apache's KafkaApis.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { topicNameInvalidReason } from "../domain/topic-name.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DescribeProducersRequest } from "../protocol/generated/describe-producers-request.ts";
@@ -67,7 +69,7 @@ export function describeProducersHandler(services: BrokerServices): Handler<Desc
     apiKey: 61,
     minVersion: 0,
     maxVersion: 0,
-    async handle(request) {
+    async handle(request, ctx) {
       return {
         throttleTimeMs: 0,
         topics: await Promise.all(
@@ -76,7 +78,9 @@ export function describeProducersHandler(services: BrokerServices): Handler<Desc
             const topicError =
               invalid !== null
                 ? { errorCode: ErrorCode.INVALID_TOPIC_EXCEPTION, errorMessage: invalid }
-                : topics.get(t.name) === undefined
+                : !services.authorizer.allows(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
+                  ? { errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: null }
+                  : topics.get(t.name) === undefined
                   ? { errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, errorMessage: UNKNOWN_TOPIC_MESSAGE }
                   : undefined;
             const answers =

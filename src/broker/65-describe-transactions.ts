@@ -9,8 +9,11 @@
  * NOT_COORDINATOR for an id of a slot this broker does not own, COORDINATOR_LOAD_IN_PROGRESS while loading,
  * TRANSACTIONAL_ID_NOT_FOUND for an unknown (or expired) one; COORDINATOR_NOT_AVAILABLE while shutting down.
  *
- * Deliberately not done: authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, filtering topics by DESCRIBE).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: DESCRIBE on the transactional id, else
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the topics the principal may not DESCRIBE are left out.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DescribeTransactionsRequest } from "../protocol/generated/describe-transactions-request.ts";
 import type { DescribeTransactionsResponseInit } from "../protocol/generated/describe-transactions-response.ts";
 import type { Handler } from "./handler.ts";
@@ -22,8 +25,14 @@ export function describeTransactionsHandler(services: BrokerServices): Handler<D
     apiKey: 65,
     minVersion: 0,
     maxVersion: 0,
-    async handle(request) {
-      return { throttleTimeMs: 0, transactionStates: await Promise.all(request.transactionalIds.map((id) => txn.describe(id))) };
+    async handle(request, ctx) {
+      const { authorizer } = services;
+      const describeOne = async (id: string) => {
+        if (!authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, id)) return this.errorResponse({ transactionalIds: [id] }, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion).transactionStates![0]!;
+        const described = await txn.describe(id);
+        return { ...described, topics: described.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)) };
+      };
+      return { throttleTimeMs: 0, transactionStates: await Promise.all(request.transactionalIds.map(describeOne)) };
     },
     errorResponse(request, errorCode) {
       return {

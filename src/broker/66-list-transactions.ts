@@ -11,8 +11,10 @@
  *
  * By version: v1 adds the duration filter.
  *
- * Deliberately not done: authorization (ids the caller may not DESCRIBE are not filtered out).
+ * Authorization (broker/authorizer.ts), as Apache's KafkaApis: only the transactional ids the principal
+ * may DESCRIBE are listed.
  */
+import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import type { ListTransactionsRequest } from "../protocol/generated/list-transactions-request.ts";
 import type { ListTransactionsResponseInit } from "../protocol/generated/list-transactions-response.ts";
 import type { Handler } from "./handler.ts";
@@ -26,7 +28,9 @@ export function listTransactionsHandler(services: BrokerServices): Handler<ListT
     maxVersion: 1,
     async handle(request, ctx) {
       const listed = await txn.list(request.stateFilters, request.producerIdFilters, ctx.apiVersion >= 1 ? request.durationFilter : -1);
-      return { throttleTimeMs: 0, ...listed };
+      const { authorizer } = services;
+      const transactionStates = listed.transactionStates.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactionalId));
+      return { throttleTimeMs: 0, ...listed, transactionStates };
     },
     errorResponse(_request, errorCode) {
       return { throttleTimeMs: 0, errorCode, unknownStateFilters: [], transactionStates: [] };
