@@ -6,11 +6,14 @@
  * credentials and fails when the broker does not know the API. The filter is validated as Apache Kafka
  * 4.1's ClientQuotasImage does, with its codes and messages (INVALID_REQUEST; UNSUPPORTED_VERSION for an
  * entity type other than user, client-id and ip). Altering quotas (AlterClientQuotas) is not served.
+ * Authorization (broker/authorizer.ts): DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { DescribeClientQuotasRequest } from "../protocol/generated/describe-client-quotas-request.ts";
 import type { DescribeClientQuotasResponseInit } from "../protocol/generated/describe-client-quotas-response.ts";
 import type { Handler } from "./handler.ts";
+import type { BrokerServices } from "./services.ts";
 
 const ENTITY_TYPES = ["user", "client-id", "ip"];
 const MATCH_EXACT = 0;
@@ -42,12 +45,15 @@ export function quotaFilterProblem(request: DescribeClientQuotasRequest): { erro
   return undefined;
 }
 
-export function describeClientQuotasHandler(): Handler<DescribeClientQuotasRequest, DescribeClientQuotasResponseInit> {
+export function describeClientQuotasHandler(services: Pick<BrokerServices, "authorizer">): Handler<DescribeClientQuotasRequest, DescribeClientQuotasResponseInit> {
   return {
     apiKey: 48,
     minVersion: 0,
     maxVersion: 1,
-    handle(request) {
+    handle(request, ctx) {
+      if (!services.authorizer.allows(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)) {
+        return { throttleTimeMs: 0, errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED, errorMessage: null, entries: null };
+      }
       const problem = quotaFilterProblem(request);
       if (problem !== undefined) return { throttleTimeMs: 0, ...problem, entries: null };
       return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: null, entries: [] };

@@ -9,7 +9,10 @@
  * outside 4096..16384, UNSUPPORTED_SASL_MECHANISM for a mechanism type other than 1 and 2,
  * RESOURCE_NOT_FOUND for deleting a credential that does not exist. `kafka-configs --alter --entity-type
  * users --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'` sends it.
+ * Authorization (broker/authorizer.ts): ALTER on the cluster, else every user CLUSTER_AUTHORIZATION_FAILED.
  */
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
+import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { AlterUserScramCredentialsRequest } from "../protocol/generated/alter-user-scram-credentials-request.ts";
 import type { AlterUserScramCredentialsResponseInit } from "../protocol/generated/alter-user-scram-credentials-response.ts";
 import type { Handler } from "./handler.ts";
@@ -21,7 +24,8 @@ export function alterUserScramCredentialsHandler(services: BrokerServices, scram
     apiKey: 51,
     minVersion: 0,
     maxVersion: 0,
-    async handle(request) {
+    async handle(request, ctx) {
+      if (!services.authorizer.allows(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)) return this.errorResponse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx.apiVersion);
       // The request's bytes may share the frame's buffer: the credential keeps copies.
       const upsertions = request.upsertions.map((u) => ({ ...u, salt: u.salt.slice(), saltedPassword: u.saltedPassword.slice() }));
       const results = await scram.alter(services, request.deletions, upsertions);

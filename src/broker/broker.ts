@@ -363,7 +363,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(deleteGroupsHandler(services))
     .register(incrementalAlterConfigsHandler(services, configChanges))
     .register(offsetDeleteHandler(services))
-    .register(describeClientQuotasHandler())
+    .register(describeClientQuotasHandler(services))
     .register(describeUserScramCredentialsHandler(services, scramCredentials))
     .register(alterUserScramCredentialsHandler(services, scramCredentials))
     .register(describeClusterHandler(services))

@@ -349,3 +349,18 @@ describe("transactions and producer ids", () => {
     expect(ids).not.toContain("tx-d");
   });
 });
+
+describe("quotas and SCRAM credentials", () => {
+  test("DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster; Describe/AlterUserScramCredentials: DESCRIBE / ALTER", async () => {
+    const [quotas, described, altered] = await denied([deny(Res.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS), deny(Res.CLUSTER, CLUSTER, Op.DESCRIBE), deny(Res.CLUSTER, CLUSTER, Op.ALTER)], async () => [
+      await client.request(48, 1, { components: [], strict: false }),
+      await client.request(50, 0, { users: null }),
+      await client.request(51, 0, { deletions: [{ name: "alice", mechanism: 1 }], upsertions: [] }),
+    ]);
+    expect(quotas.errorCode).toBe(E.CLUSTER_AUTHORIZATION_FAILED);
+    expect(described.errorCode).toBe(E.CLUSTER_AUTHORIZATION_FAILED);
+    expect(altered.results).toMatchObject([{ user: "alice", errorCode: E.CLUSTER_AUTHORIZATION_FAILED }]);
+    expect((await client.request(48, 1, { components: [], strict: false })).errorCode).toBe(E.NONE);
+    expect((await client.request(50, 0, { users: null })).errorCode).toBe(E.NONE);
+  });
+});
