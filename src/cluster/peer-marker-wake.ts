@@ -35,16 +35,26 @@ export function wakeRequestFor(markers: QueuedMarkers): unknown {
   };
 }
 
+/** The error codes of a WriteTxnMarkers answer, every partition's. */
+function errorCodesOf(response: unknown): number[] {
+  const markers = (response as { markers?: { topics?: { partitions?: { errorCode?: number }[] }[] }[] }).markers ?? [];
+  return markers.flatMap((m) => (m.topics ?? []).flatMap((t) => (t.partitions ?? []).map((p) => p.errorCode ?? -1)));
+}
+
 /**
- * Resolves true once the leader answered (it has applied what it found of the producer's files), false
- * when it could not be asked (no connection, timeout, an old broker): the caller falls back to the etcd
- * wake-up. Never rejects.
+ * Resolves true once the leader answered NONE for every partition (it has applied what it found of the
+ * producer's files), false when it could not be asked (no connection, a timeout) or refused (an error
+ * code, e.g. CLUSTER_AUTHORIZATION_FAILED when ACLs do not let this broker's principal act on the
+ * cluster): the caller falls back to the etcd wake-up. Never rejects.
  */
-export function peerMarkerWake(peers: PeerClients, log: Logger): (brokerId: number, markers: QueuedMarkers) => Promise<boolean> {
+export function peerMarkerWake(peers: Pick<PeerClients, "request">, log: Logger): (brokerId: number, markers: QueuedMarkers) => Promise<boolean> {
   return async (brokerId, markers) => {
     try {
-      await peers.request(brokerId, WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, wakeRequestFor(markers));
-      return true;
+      const response = await peers.request(brokerId, WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, wakeRequestFor(markers));
+      const refused = errorCodesOf(response).filter((code) => code !== 0);
+      if (refused.length === 0) return true;
+      log.debug("a leader refused the wake-up request about queued markers; waking it through etcd", { brokerId, errorCode: refused[0] });
+      return false;
     } catch (error) {
       log.debug("waking a leader about queued markers by request failed; waking it through etcd", { brokerId, error: String(error) });
       return false;
