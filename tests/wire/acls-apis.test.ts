@@ -123,7 +123,7 @@ describe("with StandardAuthorizer, ANONYMOUS a super user", () => {
       [{ operation: Op.ANY }, "Invalid operation ANY"],
       [{ permissionType: Perm.ANY }, "Invalid permissionType ANY"],
       [{ operation: 77 }, "CreatableAcls contain unknown elements"],
-      [{ principal: "alice" }, "expected a string in format principalType:principalName but got alice"],
+      [{ principal: "alice" }, "Could not parse principal from `alice` (no colon is present separating the principal type from the principal name)"],
     ];
     const res = await client.request(30, 3, { creations: [...cases.map(([over]) => creation(over)), creation({ resourceName: "valid" })] });
     expect(res.results.map((r: { errorCode: number; errorMessage: string | null }) => [r.errorCode, r.errorMessage])).toEqual([

@@ -133,8 +133,7 @@ function entryFilterMatches(filter: AclBindingFilter, acl: AclBinding): boolean 
 /**
  * Why CreateAcls refuses a binding (INVALID_REQUEST, Apache's messages), or null. The order is
  * Apache's: AclApis' own checks (the CLUSTER resource's name, an empty name), then AclControlManager's
- * validateNewAcl (the enums, then the name), then the principal, which Apache's broker parses
- * (SecurityUtils.parseKafkaPrincipal) before it stores the ACL.
+ * validateNewAcl (the enums, then the name, then a principal without the colon of "Type:name").
  */
 export function newBindingProblem(acl: AclBinding): string | null {
   if (acl.resourceType === ResourceType.CLUSTER && acl.resourceName !== CLUSTER_NAME) {
@@ -156,11 +155,10 @@ export function newBindingProblem(acl: AclBinding): string | null {
   return principalProblem(acl.principal);
 }
 
-/** Why a principal string is not "Type:name" (SecurityUtils.parseKafkaPrincipal), or null. */
+/** Why a principal cannot name a principal type (Apache 4.1's AclControlManager, its words), or null. */
 export function principalProblem(principal: string): string | null {
-  const colon = principal.indexOf(":");
-  if (principal === "" || colon <= 0 || colon === principal.length - 1) {
-    return `expected a string in format principalType:principalName but got ${principal}`;
+  if (!principal.includes(":")) {
+    return `Could not parse principal from \`${principal}\` (no colon is present separating the principal type from the principal name)`;
   }
   return null;
 }

@@ -220,7 +220,8 @@ describe("validation", () => {
     expect(newBindingProblem(acl({ patternType: Pat.ANY }))).toBe("Invalid patternType ANY");
     expect(newBindingProblem(acl({ operation: Op.ANY }))).toBe("Invalid operation ANY");
     expect(newBindingProblem(acl({ permissionType: Perm.ANY }))).toBe("Invalid permissionType ANY");
-    expect(newBindingProblem(acl({ principal: "alice" }))).toContain("principalType:principalName");
+    expect(newBindingProblem(acl({ principal: "alice" }))).toBe("Could not parse principal from `alice` (no colon is present separating the principal type from the principal name)");
+    expect(newBindingProblem(acl({ principal: "Group:x" }))).toBeNull();
   });
 
   test("UNKNOWN elements, including codes Apache does not know", () => {
