@@ -1,0 +1,175 @@
+/**
+ * ACLs with Apache Kafka 4.1.1's own tools and clients against bunka with StandardAuthorizer on:
+ * `kafka-acls` adds, lists and removes (--force) ACLs; a Java transactional producer denied WRITE on its
+ * transactional id fails with TransactionalIdAuthorizationException, and a Java consumer denied READ on
+ * its group with GroupAuthorizationException, as against Apache Kafka.
+ *
+ * Every connection is User:ANONYMOUS here (no SASL): it is granted ALL on the cluster and on every topic,
+ * group and transactional id, and the denials are DENY ACLs added with kafka-acls, which win.
+ *
+ * ACLS_REFERENCE=1 also runs the same kafka-acls commands against an Apache Kafka 4.1.1 broker with
+ * StandardAuthorizer and compares their output with bunka's (one more JVM; off by default).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { STANDARD_AUTHORIZER_CLASS } from "../../src/domain/security/acl-authorizer.ts";
+import { type AclBinding, AclOperation as Op, AclPermissionType as Perm, PatternType as Pat, ResourceType as Res } from "../../src/domain/security/acl.ts";
+import { type ApacheKafka, ensureKafkaLibs, javaBin, LOG4J_CONFIG, REPO_ROOT, startApacheKafka } from "../support/apache-kafka.ts";
+import { killLiveChildren, LineChild } from "../support/line-child.ts";
+import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+
+const TIMEOUT = 120_000;
+const JAVA_SOURCES = join(import.meta.dir, "java");
+const CLASSES = join(REPO_ROOT, ".cache", "java-classes", "acls");
+const JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx256m", `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`];
+const ACL_COMMAND = "org.apache.kafka.tools.AclCommand";
+
+let libs = "";
+let broker: TestBroker;
+
+async function run(main: string, args: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = new LineChild(`java ${main}`, [javaBin(), ...JVM_FLAGS, "-cp", `${CLASSES}:${libs}/*`, main, ...args]);
+  const code = await child.exitCodeWithin(timeoutMs);
+  return { code: code ?? 124, stdout: child.stdout, stderr: child.stderr };
+}
+
+const kafkaAcls = (bootstrap: string, args: string[]) => run(ACL_COMMAND, ["--bootstrap-server", bootstrap, ...args]);
+
+async function compileJava(): Promise<void> {
+  const source = join(JAVA_SOURCES, "AclClient.java");
+  const cls = join(CLASSES, "AclClient.class");
+  if (existsSync(cls) && statSync(cls).mtimeMs >= statSync(source).mtimeMs) return;
+  mkdirSync(CLASSES, { recursive: true });
+  const javac = process.env.JAVA_HOME && existsSync(join(process.env.JAVA_HOME, "bin/javac")) ? join(process.env.JAVA_HOME, "bin/javac") : "javac";
+  const proc = Bun.spawn([javac, "-d", CLASSES, "-cp", `${libs}/*`, source], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new Error(`javac failed (${code}):\n${out}${err}`);
+}
+
+const allow = (resourceType: number, resourceName: string): AclBinding => ({
+  resourceType,
+  resourceName,
+  patternType: Pat.LITERAL,
+  principal: "User:ANONYMOUS",
+  host: "*",
+  operation: Op.ALL,
+  permissionType: Perm.ALLOW,
+});
+
+beforeAll(async () => {
+  libs = await ensureKafkaLibs();
+  await compileJava();
+  broker = await startTestBroker({ authorizerClassName: STANDARD_AUTHORIZER_CLASS, autoCreateTopicsEnable: true });
+  await broker.broker.services.authorizer.create([
+    allow(Res.CLUSTER, "kafka-cluster"),
+    allow(Res.TOPIC, "*"),
+    allow(Res.GROUP, "*"),
+    allow(Res.TRANSACTIONAL_ID, "*"),
+  ]);
+}, TIMEOUT);
+
+afterAll(async () => {
+  killLiveChildren();
+  await broker?.stop();
+});
+
+/** The ACL lines kafka-acls --list prints, without the resource headers' order mattering. */
+const aclLines = (stdout: string) =>
+  stdout
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith("(principal="))
+    .sort();
+
+describe("kafka-acls", () => {
+  test(
+    "--add, --list and --remove --force",
+    async () => {
+      const added = await kafkaAcls(broker.bootstrap, ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"]);
+      expect(added.code).toBe(0);
+      expect(added.stdout).toContain("Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`");
+      const prefixed = await kafkaAcls(broker.bootstrap, ["--add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", "logs-", "--resource-pattern-type", "prefixed"]);
+      expect(prefixed.code).toBe(0);
+
+      const listed = await kafkaAcls(broker.bootstrap, ["--list", "--topic", "t"]);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`");
+      expect(aclLines(listed.stdout)).toContain("(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)");
+      const all = await kafkaAcls(broker.bootstrap, ["--list"]);
+      expect(aclLines(all.stdout)).toContain("(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)");
+
+      const removed = await kafkaAcls(broker.bootstrap, ["--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"]);
+      expect(removed.code).toBe(0);
+      const after = await kafkaAcls(broker.bootstrap, ["--list", "--topic", "t"]);
+      expect(aclLines(after.stdout)).not.toContain("(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)");
+      expect(broker.broker.services.authorizer.acls({ resourceType: Res.TOPIC, resourceName: "t", patternType: Pat.LITERAL, principal: "User:alice", host: null, operation: Op.ANY, permissionType: Perm.ANY })).toEqual([]);
+      await kafkaAcls(broker.bootstrap, ["--remove", "--force", "--topic", "logs-", "--resource-pattern-type", "prefixed"]);
+    },
+    TIMEOUT,
+  );
+});
+
+describe("Java clients refused", () => {
+  test(
+    "a transactional producer denied WRITE on its transactional id: TransactionalIdAuthorizationException",
+    async () => {
+      const denied = await kafkaAcls(broker.bootstrap, ["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Write", "--transactional-id", "denied-tx"]);
+      expect(denied.code).toBe(0);
+      const refused = await run("AclClient", ["producer", broker.bootstrap, "acl-topic", "denied-tx"]);
+      expect(refused.stdout).toContain("EXCEPTION org.apache.kafka.common.errors.TransactionalIdAuthorizationException");
+      // Another transactional id is allowed: the producer commits.
+      const allowed = await run("AclClient", ["producer", broker.bootstrap, "acl-topic", "allowed-tx"]);
+      expect(allowed.stdout).toContain("OK");
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "a consumer denied READ on its group: GroupAuthorizationException",
+    async () => {
+      const denied = await kafkaAcls(broker.bootstrap, ["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Read", "--group", "denied-group"]);
+      expect(denied.code).toBe(0);
+      const refused = await run("AclClient", ["consumer", broker.bootstrap, "acl-topic", "denied-group"]);
+      expect(refused.stdout).toContain("EXCEPTION org.apache.kafka.common.errors.GroupAuthorizationException");
+      const allowed = await run("AclClient", ["consumer", broker.bootstrap, "acl-topic", "allowed-group"]);
+      expect(allowed.stdout).toContain("OK");
+    },
+    TIMEOUT,
+  );
+});
+
+describe.if(process.env.ACLS_REFERENCE === "1")("the same against Apache Kafka 4.1.1", () => {
+  let apache: ApacheKafka;
+  beforeAll(async () => {
+    apache = await startApacheKafka({ serverProperties: { "authorizer.class.name": STANDARD_AUTHORIZER_CLASS, "super.users": "User:ANONYMOUS" } });
+  }, TIMEOUT);
+  afterAll(async () => {
+    await apache?.stop();
+  });
+
+  test(
+    "kafka-acls prints the same for the same commands, refusals included",
+    async () => {
+      const steps: string[][] = [
+        ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "ref"],
+        ["--add", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "*", "--resource-pattern-type", "prefixed"],
+        ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "ref", "--allow-host", "10.0.0.1"],
+        ["--list", "--topic", "ref"],
+        ["--list", "--topic", "ref", "--resource-pattern-type", "match"],
+        ["--remove", "--force", "--topic", "ref"],
+        ["--list", "--topic", "ref"],
+      ];
+      const fresh = await startTestBroker({ authorizerClassName: STANDARD_AUTHORIZER_CLASS, superUsers: ["User:ANONYMOUS"] });
+      try {
+        for (const step of steps) {
+          const [ours, theirs] = [await kafkaAcls(fresh.bootstrap, step), await kafkaAcls(apache.bootstrap, step)];
+          expect([step.join(" "), ours.code, aclLines(ours.stdout)]).toEqual([step.join(" "), theirs.code, aclLines(theirs.stdout)]);
+        }
+      } finally {
+        await fresh.stop();
+      }
+    },
+    TIMEOUT,
+  );
+});
