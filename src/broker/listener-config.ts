@@ -168,22 +168,28 @@ function tlsSettingsOf(settings: ListenerSettings, name: string, protocol: Secur
 /**
  * The listeners to bind, checked together: unique names, one port each (port 0 excepted), every name in
  * the protocol map, advertised listeners a subset of the listeners and dialable, the inter-broker
- * listener one of them, TLS listeners with a keystore. `listen` and `listeners` (or `advertised.listener`
- * and `advertised.listeners`) together are refused, so that no address is silently ignored.
+ * listener one of them, TLS listeners with a keystore. With `listeners`, `listen` (when given) is the
+ * address of the listener named PLAINTEXT and `advertised.listener` its advertised address, so that
+ * `--listen` keeps working as the PLAINTEXT listener; without such a listener they are refused, so that no
+ * address is silently ignored.
  */
 export function resolveListeners(settings: ListenerSettings, explicit: { listen: boolean } = { listen: false }): ResolvedListener[] {
   const map = settings.listenerSecurityProtocolMap ?? DEFAULT_SECURITY_PROTOCOL_MAP;
   const mapKey = settings.listenerSecurityProtocolMap === undefined ? "listener.security.protocol.map (Apache's default)" : "listener.security.protocol.map";
-  if (settings.listeners !== undefined && explicit.listen) {
-    throw new ConfigError("listeners: listen is set too; with listeners, name every address there (e.g. PLAINTEXT://127.0.0.1:9092)");
+  const plaintextNamed = settings.listeners?.some((l) => l.name === "PLAINTEXT") ?? true;
+  const names = (settings.listeners ?? []).map((l) => l.name).join(", ");
+  if (explicit.listen && !plaintextNamed) {
+    throw new ConfigError(`listen: it sets the listener named PLAINTEXT, and listeners has none (${names}); name every address in listeners instead`);
   }
-  if (settings.listeners !== undefined && settings.advertisedHost !== undefined) {
-    throw new ConfigError("advertised.listener: listeners is set too; with listeners, name the advertised addresses in advertised.listeners");
+  if (settings.advertisedHost !== undefined && !plaintextNamed) {
+    throw new ConfigError(`advertised.listener: it advertises the listener named PLAINTEXT, and listeners has none (${names}); use advertised.listeners`);
   }
   if (settings.advertisedListeners !== undefined && settings.listeners === undefined) {
     throw new ConfigError("advertised.listeners: needs listeners (the listener names it advertises come from there)");
   }
-  const binds: ListenerAddress[] = settings.listeners ?? [{ name: "PLAINTEXT", host: settings.listenHost, port: settings.listenPort }];
+  const listenAddress = { name: "PLAINTEXT", host: settings.listenHost, port: settings.listenPort };
+  const binds: ListenerAddress[] =
+    settings.listeners?.map((l) => (explicit.listen && l.name === "PLAINTEXT" ? listenAddress : l)) ?? [listenAddress];
   const key = settings.listeners === undefined ? "listen" : "listeners";
 
   const twiceNamed = duplicateOf(binds.map((l) => l.name));
@@ -198,7 +204,12 @@ export function resolveListeners(settings: ListenerSettings, explicit: { listen:
   }
 
   const advertised = new Map<string, ListenerAddress>();
-  for (const a of settings.advertisedListeners ?? []) {
+  // advertised.listener, with listeners: the PLAINTEXT listener's (it wins over advertised.listeners' entry).
+  const legacyAdvertised =
+    settings.listeners !== undefined && settings.advertisedHost !== undefined && settings.advertisedPort !== undefined
+      ? [{ name: "PLAINTEXT", host: settings.advertisedHost, port: settings.advertisedPort }]
+      : [];
+  for (const a of [...(settings.advertisedListeners ?? []).filter((x) => legacyAdvertised.length === 0 || x.name !== "PLAINTEXT"), ...legacyAdvertised]) {
     if (advertised.has(a.name)) throw new ConfigError(`advertised.listeners: each listener must have a different name, ${a.name} appears twice`);
     if (!binds.some((l) => l.name === a.name)) {
       throw new ConfigError(`advertised.listeners: ${a.name} is not a listener (listeners has ${binds.map((l) => l.name).join(", ")})`);

@@ -473,6 +473,10 @@ export function parseServeArgs(
   const where = configPath === undefined ? "config" : `config file ${quote(configPath)}`;
   const listenSet = [...fileAssignments, ...envAssignments, ...flags.assignments].some((a) => a.setting.fileKey === "listen");
   interBrokerListener(resolveListeners(config, { listen: listenSet }), config, config.etcdEndpoints !== undefined);
+  // With listeners, an explicit listen is the PLAINTEXT listener's address: kept there, for serve to bind.
+  if (listenSet && config.listeners !== undefined) {
+    config.listeners = config.listeners.map((l) => (l.name === "PLAINTEXT" ? { name: l.name, host: config.listenHost, port: config.listenPort } : l));
+  }
   httpTlsSettings(config.httpSsl);
   if (config.cleaner.threads < 1) throw new ConfigError(`${where}: log.cleaner.threads must be at least 1, got ${config.cleaner.threads}`);
   const dedupe = dedupeBufferProblem(config.cleaner);

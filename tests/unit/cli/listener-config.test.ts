@@ -112,10 +112,28 @@ describe("listeners", () => {
     expect(configError(() => withFile("listener.security.protocol.map=A:SSL,a:SSL"))).toContain("listener A is mapped twice");
   });
 
-  test("listen and listeners together are refused, so that neither is silently ignored", () => {
-    expect(configError(() => withFile("listeners=PLAINTEXT://127.0.0.1:9092", ["--listen", "127.0.0.1:9093"]))).toContain("listeners: listen is set too");
-    expect(configError(() => withFile("listeners=PLAINTEXT://127.0.0.1:9092", ["--advertised-listener", "a.example:9093"]))).toContain(
-      "advertised.listener: listeners is set too",
+  test("with listeners, --listen and --advertised-listener set the PLAINTEXT listener; without one they are refused", () => {
+    const config = withFile("listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093\nssl.keystore.location=/k.pem", [
+      "--listen",
+      "0.0.0.0:19092",
+      "--advertised-listener",
+      "kafka.example:29092",
+    ]);
+    expect(resolveListeners(config).map((l) => [l.name, l.host, l.port, l.advertisedHost, l.advertisedPort])).toEqual([
+      ["PLAINTEXT", "0.0.0.0", 19092, "kafka.example", 29092],
+      ["SSL", "127.0.0.1", 9093, undefined, undefined],
+    ]);
+    // The default listen (no flag, no key) leaves listeners as they are.
+    expect(resolveListeners(withFile("listeners=PLAINTEXT://127.0.0.1:9092")).map((l) => l.port)).toEqual([9092]);
+    expect(configError(() => withFile("listeners=SSL://127.0.0.1:9093\nssl.keystore.location=/k.pem", ["--listen", "127.0.0.1:9092"]))).toBe(
+      "listen: it sets the listener named PLAINTEXT, and listeners has none (SSL); name every address in listeners instead",
+    );
+    expect(configError(() => withFile("listeners=SSL://127.0.0.1:9093\nssl.keystore.location=/k.pem", ["--advertised-listener", "a.example:9093"]))).toContain(
+      "advertised.listener: it advertises the listener named PLAINTEXT, and listeners has none (SSL)",
+    );
+    // --listen onto a port another listener has is the same port clash.
+    expect(configError(() => withFile("listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093\nssl.keystore.location=/k.pem", ["--listen", "127.0.0.1:9093"]))).toBe(
+      "listeners: each listener must have a different port, 9093 is used by PLAINTEXT and SSL",
     );
   });
 });
