@@ -96,6 +96,18 @@ describe("kafka-configs manages SCRAM users", () => {
     ok(await addScramUser("rdk", "SCRAM-SHA-256", "rdk-secret", 4096));
     const described = ok(await runKafkaTool("kafka-configs", ["--bootstrap-server", plaintext, "--describe", "--entity-type", "users", "--entity-name", "alice"], { timeoutMs: 90_000 }));
     expect(described.stdout).toContain("SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=8192");
+    const everyone = ok(await runKafkaTool("kafka-configs", ["--bootstrap-server", plaintext, "--describe", "--entity-type", "users"], { timeoutMs: 90_000 }));
+    expect(everyone.stdout).toContain("SCRAM credential configs for user-principal 'alice' are");
+    expect(everyone.stdout).toContain("SCRAM credential configs for user-principal 'rdk' are SCRAM-SHA-256=iterations=4096");
+  }, TIMEOUT);
+
+  test("--delete-config removes one mechanism's credential", async () => {
+    ok(await addScramUser("temp", "SCRAM-SHA-512", "t", 4096));
+    ok(await addScramUser("temp", "SCRAM-SHA-256", "t", 4096));
+    const deleted = ok(await runKafkaTool("kafka-configs", ["--bootstrap-server", plaintext, "--alter", "--entity-type", "users", "--entity-name", "temp", "--delete-config", "SCRAM-SHA-512"], { timeoutMs: 90_000 }));
+    expect(deleted.stdout).toContain("Completed updating config for user temp.");
+    const described = ok(await runKafkaTool("kafka-configs", ["--bootstrap-server", plaintext, "--describe", "--entity-type", "users", "--entity-name", "temp"], { timeoutMs: 90_000 }));
+    expect(described.stdout).toContain("SCRAM credential configs for user-principal 'temp' are SCRAM-SHA-256=iterations=4096\n");
   }, TIMEOUT);
 
   test("iterations above 16384 are refused by the broker with Apache's error (the tool itself checks the minimum)", async () => {
