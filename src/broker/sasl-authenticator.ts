@@ -68,7 +68,7 @@ export class SaslAuthenticator {
   readonly counts: SaslCounts = { authenticated: new Map(), reauthenticated: new Map(), failed: new Map(), failedReauthentication: new Map(), expiredSessionsClosed: 0 };
 
   constructor(private readonly options: SaslAuthenticatorOptions) {
-    this.failureLines = new LogRateLimit(20, 10_000, () => options.clock.nowMs());
+    this.failureLines = new LogRateLimit(20, 10_000, () => options.clock.monotonicMs());
   }
 
   /**
@@ -117,7 +117,7 @@ export class SaslAuthenticator {
     const session = this.sessionOf(connection);
     if (session === undefined) return;
     const before = session.phase;
-    if (session.admit(apiKey, this.options.clock.nowMs()) === "serve") return;
+    if (session.admit(apiKey, this.options.clock.monotonicMs()) === "serve") return;
     const expired = before === "authenticated" || (before === "authenticating" && session.authenticated !== undefined);
     if (expired) {
       this.counts.expiredSessionsClosed++;
@@ -130,7 +130,7 @@ export class SaslAuthenticator {
   async handshake(mechanism: string, version: number, connection: ConnectionInfo): Promise<SaslHandshakeResponseInit> {
     const session = this.sessionOf(connection);
     if (session === undefined) return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms: [] };
-    const outcome = session.handshake(mechanism, version, this.options.clock.nowMs());
+    const outcome = session.handshake(mechanism, version, this.options.clock.monotonicMs());
     const response = { errorCode: outcome.errorCode, mechanisms: outcome.mechanisms };
     if (outcome.close) await this.refuse(connection, outcome.failure);
     return response;
@@ -141,7 +141,7 @@ export class SaslAuthenticator {
     if (session === undefined) {
       return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, errorMessage: "SaslAuthenticate request received after successful authentication", authBytes: EMPTY, sessionLifetimeMs: 0 };
     }
-    const outcome = session.authenticate(authBytes, this.options.clock.nowMs());
+    const outcome = session.authenticate(authBytes, this.options.clock.monotonicMs());
     if (outcome.authenticated !== undefined) this.succeeded(connection, outcome.authenticated);
     if (outcome.response === undefined) {
       this.fail(connection, outcome.failure);
@@ -159,7 +159,7 @@ export class SaslAuthenticator {
   rawToken(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array> | undefined {
     const session = this.sessionOf(connection);
     if (session === undefined || !session.expectsRawToken) return undefined;
-    const outcome = session.rawToken(frame, this.options.clock.nowMs());
+    const outcome = session.rawToken(frame, this.options.clock.monotonicMs());
     if (outcome.authenticated !== undefined) this.succeeded(connection, outcome.authenticated);
     if (outcome.token !== undefined) return Promise.resolve(outcome.token.slice());
     this.fail(connection, outcome.failure);
@@ -187,8 +187,10 @@ export class SaslAuthenticator {
     security.principal = session.principal;
     security.authenticated = true;
     security.saslMechanism = session.mechanism;
+    // The session is timed by the monotonic clock (a wall-clock step must not end or lengthen it, as
+    // Apache times it by nanoTime); the connection's record says when that is by the wall clock.
     if (session.expiresAtMs === undefined) delete security.sessionExpiresAtMs;
-    else security.sessionExpiresAtMs = session.expiresAtMs;
+    else security.sessionExpiresAtMs = this.options.clock.nowMs() + (session.expiresAtMs - this.options.clock.monotonicMs());
     bump(session.reauthentication ? this.counts.reauthenticated : this.counts.authenticated, session.mechanism);
     this.options.log.debug(session.reauthentication ? "SASL re-authentication succeeded" : "SASL authentication succeeded", {
       conn: connection.id,

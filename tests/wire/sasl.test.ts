@@ -21,6 +21,7 @@ import { decodeResponseHeader } from "../../src/protocol/generated/response-head
 import { requestHeaderVersion, responseHeaderVersion } from "../../src/protocol/header.ts";
 import { Reader } from "../../src/protocol/reader.ts";
 import { Writer } from "../../src/protocol/writer.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import { plainToken, ScramTestClient } from "../support/sasl-client.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
@@ -246,6 +247,53 @@ describe("over a SASL_PLAINTEXT listener", () => {
   test("SaslHandshake on the PLAINTEXT listener is ILLEGAL_SASL_STATE", async () => {
     const client = await connect("PLAINTEXT");
     expect(await client.request(17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms: [] });
+  });
+});
+
+describe("session expiry (connections.max.reauth.ms), on a manual clock", () => {
+  let tb: TestBroker;
+  const clock = new ManualClock();
+  beforeAll(async () => {
+    tb = await startTestBroker({ ...saslConfig(), connectionsMaxReauthMs: 1000 }, { clock });
+  });
+  afterAll(async () => {
+    await tb?.stop();
+  });
+
+  const security = (): ConnectionSecurity => ({ listenerName: "SASL", securityProtocol: "SASL_PLAINTEXT", principal: ANONYMOUS_PRINCIPAL, authenticated: false });
+  const frame = (apiKey: number, apiVersion: number, body: unknown) => {
+    const w = new Writer();
+    encodeRequestHeader(w, requestHeaderVersion(apiKey, apiVersion), { requestApiKey: apiKey, requestApiVersion: apiVersion, correlationId: 1, clientId: "t" });
+    apiCodecsByKey.get(apiKey)!.encodeRequest(w, apiVersion, body);
+    return w.finish();
+  };
+  const metadata = () => frame(3, 12, { topics: [], allowAutoTopicCreation: false });
+
+  test("served until the session's end by the monotonic clock, closed after it; a wall-clock step changes nothing", async () => {
+    const conn = { id: 1, remoteAddress: "x", close() {}, security: security() };
+    await tb.broker.dispatch(frame(17, 1, { mechanism: "PLAIN" }), conn);
+    await tb.broker.dispatch(frame(36, 2, { authBytes: plainToken("alice", "alice-plain") }), conn);
+    expect(conn.security.sessionExpiresAtMs).toBe(clock.nowMs() + 1000);
+    clock.setNowMs(clock.nowMs() + 3_600_000); // NTP steps the wall clock an hour ahead
+    clock.setMonotonicMs(clock.monotonicMs() + 999);
+    expect(await tb.broker.dispatch(metadata(), conn)).not.toBeNull();
+    clock.advance(1);
+    const closedBefore = tb.broker.services.sasl.counts.expiredSessionsClosed;
+    await expect(tb.broker.dispatch(metadata(), conn)).rejects.toBeInstanceOf(CloseConnection);
+    expect(conn.security.authenticated).toBe(false);
+    expect(tb.broker.services.sasl.counts.expiredSessionsClosed).toBe(closedBefore + 1);
+  });
+
+  test("re-authentication before the end renews the session", async () => {
+    const conn = { id: 2, remoteAddress: "x", close() {}, security: security() };
+    await tb.broker.dispatch(frame(17, 1, { mechanism: "PLAIN" }), conn);
+    await tb.broker.dispatch(frame(36, 2, { authBytes: plainToken("alice", "alice-plain") }), conn);
+    clock.advance(1000 - 1);
+    await tb.broker.dispatch(frame(17, 1, { mechanism: "PLAIN" }), conn);
+    await tb.broker.dispatch(frame(36, 2, { authBytes: plainToken("alice", "alice-plain") }), conn);
+    clock.advance(999);
+    expect(await tb.broker.dispatch(metadata(), conn)).not.toBeNull();
+    expect(tb.broker.services.sasl.counts.reauthenticated.get("PLAIN")).toBe(1);
   });
 });
 
