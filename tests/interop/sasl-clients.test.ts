@@ -1,13 +1,13 @@
 /**
- * Real clients over SASL against an in-process bunka with a PLAINTEXT listener (the administration side)
- * and a SASL_PLAINTEXT one, PLAIN and SCRAM enabled, sessions of 2 s (connections.max.reauth.ms) so that
+ * Real clients over SASL against an in-process bunka with a PLAINTEXT listener (the administration side),
+ * a SASL_PLAINTEXT one and a SASL_SSL one (certificates made by openssl for this run), PLAIN and SCRAM enabled, sessions of 2 s (connections.max.reauth.ms) so that
  * the longer-running clients re-authenticate on their connections (KIP-368):
  *
  * - Apache Kafka 4.1.1's `kafka-configs` creates SCRAM users (AlterUserScramCredentials: the tool salts
  *   the password) and describes them (DescribeClientQuotas, then DescribeUserScramCredentials);
  * - the Java console producer and consumer (a group: FindCoordinator, JoinGroup, OffsetCommit) with
  *   `security.protocol=SASL_PLAINTEXT` and SCRAM-SHA-512, then PLAIN; a wrong password gives the client's
- *   SaslAuthenticationException with Apache's message and writes nothing;
+ *   SaslAuthenticationException with Apache's message and writes nothing; SCRAM-SHA-512 over SASL_SSL;
  * - librdkafka (confluent-kafka) with SCRAM-SHA-256, idempotent producer and a group consumer; a wrong
  *   password: its authentication error, nothing delivered;
  * - kafkajs 2.2.4 with SCRAM-SHA-512 and PLAIN; a wrong password: KafkaJSSASLAuthenticationError.
@@ -23,6 +23,7 @@ import { ensureKafkaLibs, REPO_ROOT, runKafkaTool, type ToolResult } from "../su
 import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
+import { type CertificateSet, makeCertificates } from "../support/tls-certs.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 240_000;
@@ -34,25 +35,31 @@ let broker: TestBroker;
 let client: WireClient;
 let plaintext: string;
 let sasl: string;
+let saslSsl: string;
+let certs: CertificateSet;
 
 beforeAll(async () => {
   await Promise.all([ensureKafkaLibs(), ensureInteropClients()]);
   dir = mkdtempSync(join(tmpdir(), "bunka-sasl-interop-"));
   const users = join(dir, "plain-users");
   writeFileSync(users, "pat=pat-secret\n");
+  certs = makeCertificates();
   broker = await startTestBroker({
     autoCreateTopicsEnable: false,
     listeners: [
       { name: "PLAINTEXT", host: "127.0.0.1", port: 0 },
       { name: "SASL_PLAINTEXT", host: "127.0.0.1", port: 0 },
+      { name: "SASL_SSL", host: "127.0.0.1", port: 0 },
     ],
-    listenerSecurityProtocolMap: { PLAINTEXT: "PLAINTEXT", SASL_PLAINTEXT: "SASL_PLAINTEXT" },
+    listenerSecurityProtocolMap: { PLAINTEXT: "PLAINTEXT", SASL_PLAINTEXT: "SASL_PLAINTEXT", SASL_SSL: "SASL_SSL" },
+    ssl: { keystoreLocation: certs.serverKeystorePath },
     saslEnabledMechanisms: ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
     saslPlainUsersFile: users,
     connectionsMaxReauthMs: 2000,
   });
   plaintext = `127.0.0.1:${broker.ports.PLAINTEXT}`;
   sasl = `127.0.0.1:${broker.ports.SASL_PLAINTEXT}`;
+  saslSsl = `127.0.0.1:${broker.ports.SASL_SSL}`;
   client = await WireClient.connect(broker.ports.PLAINTEXT!);
 }, TIMEOUT);
 
@@ -61,6 +68,7 @@ afterAll(async () => {
   client?.close();
   await broker?.stop();
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  certs?.remove();
 });
 
 async function createTopic(name: string): Promise<void> {
@@ -78,10 +86,12 @@ function ok(result: ToolResult): ToolResult {
   return result;
 }
 
-function javaClientConfig(name: string, mechanism: string, user: string, password: string): string {
+function javaClientConfig(name: string, mechanism: string, user: string, password: string, tls = false): string {
   const path = join(dir, `${name}.properties`);
   const module = mechanism === "PLAIN" ? "org.apache.kafka.common.security.plain.PlainLoginModule" : "org.apache.kafka.common.security.scram.ScramLoginModule";
-  writeFileSync(path, ["security.protocol=SASL_PLAINTEXT", `sasl.mechanism=${mechanism}`, `sasl.jaas.config=${module} required username="${user}" password="${password}";`].join("\n") + "\n");
+  const lines = [`security.protocol=${tls ? "SASL_SSL" : "SASL_PLAINTEXT"}`, `sasl.mechanism=${mechanism}`, `sasl.jaas.config=${module} required username="${user}" password="${password}";`];
+  if (tls) lines.push("ssl.truststore.type=PEM", `ssl.truststore.location=${certs.caPath}`);
+  writeFileSync(path, lines.join("\n") + "\n");
   return path;
 }
 
@@ -123,14 +133,15 @@ describe("kafka-configs manages SCRAM users", () => {
   }, TIMEOUT);
 });
 
-async function javaRoundTrip(topic: string, mechanism: string, user: string, password: string): Promise<void> {
+async function javaRoundTrip(topic: string, mechanism: string, user: string, password: string, tls = false): Promise<void> {
   await createTopic(topic);
-  const config = javaClientConfig(topic, mechanism, user, password);
+  const config = javaClientConfig(topic, mechanism, user, password, tls);
+  const bootstrap = tls ? saslSsl : sasl;
   const lines = Array.from({ length: COUNT }, (_, i) => `key-${i}:${mechanism} value ${i}`);
   ok(
     await runKafkaTool(
       "kafka-console-producer",
-      ["--bootstrap-server", sasl, "--topic", topic, "--producer.config", config, "--producer-property", "acks=all", "--property", "parse.key=true", "--property", "key.separator=:"],
+      ["--bootstrap-server", bootstrap, "--topic", topic, "--producer.config", config, "--producer-property", "acks=all", "--property", "parse.key=true", "--property", "key.separator=:"],
       { stdin: lines.join("\n") + "\n", timeoutMs: 90_000 },
     ),
   );
@@ -138,7 +149,7 @@ async function javaRoundTrip(topic: string, mechanism: string, user: string, pas
     await runKafkaTool(
       "kafka-console-consumer",
       [
-        "--bootstrap-server", sasl,
+        "--bootstrap-server", bootstrap,
         "--topic", topic,
         "--group", `${topic}-group`,
         "--consumer.config", config,
@@ -164,6 +175,10 @@ describe("Apache Kafka's Java client (4.1.1) over SASL_PLAINTEXT", () => {
 
   test(`PLAIN: ${COUNT} records produced and consumed in a group`, async () => {
     await javaRoundTrip("java-plain", "PLAIN", "pat", "pat-secret");
+  }, TIMEOUT);
+
+  test(`SASL_SSL with SCRAM-SHA-512 (a PEM truststore): ${COUNT} records produced and consumed in a group`, async () => {
+    await javaRoundTrip("java-sasl-ssl", "SCRAM-SHA-512", "alice", "alice-secret", true);
   }, TIMEOUT);
 
   test("a wrong password: the client's authentication error, nothing written", async () => {
