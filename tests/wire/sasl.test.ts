@@ -297,6 +297,27 @@ describe("session expiry (connections.max.reauth.ms), on a manual clock", () => 
   });
 });
 
+test("a failed authentication is logged at info with the mechanism and reason, never the password", async () => {
+  const lines: { level: string; message: string; fields: string }[] = [];
+  const record = (level: string) => (message: string, fields?: Record<string, unknown>) => void lines.push({ level, message, fields: JSON.stringify(fields ?? {}) });
+  const log = { debug: record("debug"), info: record("info"), warn: record("warn"), error: record("error") };
+  const tb = await startTestBroker({ ...saslConfig(), listeners: [{ name: "SASL", host: "127.0.0.1", port: 0 }], listenerSecurityProtocolMap: { SASL: "SASL_PLAINTEXT" } }, { log });
+  try {
+    const client = await WireClient.connect(tb.ports.SASL!);
+    await client.request(17, 1, { mechanism: "PLAIN" });
+    await client.request(36, 2, { authBytes: plainToken("alice", "hunter2-guess") });
+    await client.closed;
+    const failed = lines.filter((l) => l.message === "SASL authentication failed");
+    expect(failed.map((l) => l.level)).toEqual(["info"]);
+    expect(failed[0]!.fields).toContain('"mechanism":"PLAIN"');
+    expect(failed[0]!.fields).toContain('"reason":"unknown user or wrong password"');
+    expect(JSON.stringify(lines)).not.toContain("hunter2");
+    expect(JSON.stringify(lines)).not.toContain("alice-plain");
+  } finally {
+    await tb.stop();
+  }
+});
+
 test("PLAIN enabled without sasl.plain.users.file, or with a malformed one, refuses the start with one line", async () => {
   await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"] })).rejects.toThrow("sasl.enabled.mechanisms includes PLAIN but sasl.plain.users.file is not set");
   const bad = join(usersDir, "bad-users");
