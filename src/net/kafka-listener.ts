@@ -788,7 +788,9 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
 
   const openConnection = (spec: ListenerEndpoint, socket: Bun.Socket<ConnRef>) => {
     if (closing || connections.size >= maxConnections) {
-      if (!closing) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections });
+      // Rate-limited with the connection-error lines: a flood of connections must not flood the log.
+      const dropped = closing ? undefined : connectionErrorLines.admit();
+      if (dropped !== undefined) log.warn("refusing connection: too many connections", { remote: socket.remoteAddress, maxConnections, ...(dropped > 0 ? { linesDropped: dropped } : {}) });
       socket.end();
       return;
     }

@@ -339,3 +339,21 @@ describe("certificate reload", () => {
     for (const c of [before, after, still]) c.end();
   });
 });
+
+describe("max.connections under a flood", () => {
+  test("handshakes in progress count; refusals past the bound are rate-limited lines, and the bound frees up", async () => {
+    const log = capturingLogger();
+    const { port, listener } = await listen([{ name: "SSL", securityProtocol: "SSL" }], { log, tlsHandshakeTimeoutMs: 300, maxConnections: 5 });
+    let closed = 0;
+    for (let i = 0; i < 30; i++) await Bun.connect({ hostname: "127.0.0.1", port: port("SSL"), socket: { data() {}, close: () => void closed++ } });
+    await waitUntil(() => closed >= 25, "the connections past max.connections refused");
+    expect(listener.connectionCount()).toBe(5);
+    const refusals = log.lines.filter((l) => l.message === "refusing connection: too many connections");
+    expect(refusals.length).toBeLessThanOrEqual(10);
+    // The half-open five time out, and a real client gets in.
+    await waitUntil(() => listener.connectionCount() === 0, "the half-open handshakes closed", 10_000);
+    const client = await connect(port("SSL"), trustOnly());
+    expect(await client.ask()).toMatchObject({ listenerName: "SSL" });
+    client.end();
+  });
+});
