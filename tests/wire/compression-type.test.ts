@@ -35,9 +35,10 @@ async function createTopic(name: string, configs: Record<string, string> = {}): 
   expect([res.topics[0].errorCode, res.topics[0].errorMessage]).toEqual([ErrorCode.NONE, null]);
 }
 
-async function produce(topic: string, records: Uint8Array, version = 11): Promise<PartitionAnswer> {
+/** Produce v`version` of one batch; `transactionalId` for a transactional batch (Apache refuses one without it). */
+async function produce(topic: string, records: Uint8Array, version = 11, transactionalId: string | null = null): Promise<PartitionAnswer> {
   const res = await client.request(0, version, {
-    transactionalId: null,
+    transactionalId,
     acks: -1,
     timeoutMs: 10_000,
     topicData: [{ name: topic, partitionData: [{ index: 0, records }] }],
@@ -118,7 +119,7 @@ describe("compression.type recompresses a batch whose codec differs", () => {
       buildBatch({ records, producerId: init.producerId, producerEpoch: init.producerEpoch, baseSequence: 0, transactional: true }),
       CompressionCodec.lz4,
     );
-    expect((await produce("v-ct-txn", batch)).errorCode).toBe(ErrorCode.NONE);
+    expect((await produce("v-ct-txn", batch, 11, "v-ct-txn-producer")).errorCode).toBe(ErrorCode.NONE);
     const committed = await client.request(26, 3, { transactionalId: "v-ct-txn-producer", producerId: init.producerId, producerEpoch: init.producerEpoch, committed: true });
     expect(committed.errorCode).toBe(ErrorCode.NONE);
     const contents = await readPartitionFully(client, "v-ct-txn", 0);
