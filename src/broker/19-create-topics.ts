@@ -137,8 +137,8 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     const counts = new Map<string, number>();
     for (const t of request.topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1);
     const results: CreateTopicsResponse_CreatableTopicResultInit[] = [];
-    // Authorization, as Apache's KafkaApis: CREATE on the cluster or on each topic; a topic whose configs
-    // the principal may not DESCRIBE_CONFIGS is answered without them (topic config error).
+    // Authorization, as Apache 4.1's ControllerApis: CREATE on the cluster or on each topic; a topic created
+    // whose configs the principal may not DESCRIBE_CONFIGS is answered without them (topic config error).
     const { authorizer } = services;
     const names = request.topics.map((t) => t.name);
     const creatable = authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -146,7 +146,7 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
       : authorizer.allowedNames(ctx, AclOperation.CREATE, ResourceType.TOPIC, names);
     const configsVisible = authorizer.allowedNames(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names);
     const push = (result: CreateTopicsResponse_CreatableTopicResultInit) =>
-      results.push(configsVisible.has(result.name!) ? result : { ...result, topicConfigErrorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, configs: null });
+      results.push(configsVisible.has(result.name!) || result.errorCode !== ErrorCode.NONE ? result : { ...result, topicConfigErrorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, configs: null });
     for (const topic of request.topics) {
       if (counts.get(topic.name)! > 1) {
         push(

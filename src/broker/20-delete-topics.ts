@@ -8,12 +8,13 @@
  * The whole request runs under the metadata gate (metadata-mutations.ts), reading the topics as they are
  * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
  * (retriable) for every topic, and nothing is deleted.
- * Authorization (broker/authorizer.ts), as Apache: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED
- * (before whether it exists is said); a topic named by id also needs DESCRIBE, else it is answered
- * TOPIC_AUTHORIZATION_FAILED without its name.
+ * Authorization (broker/authorizer.ts), as Apache 4.1's ControllerApis: DELETE on the cluster allows every
+ * topic; else a name the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED before whether it exists
+ * is said, one it may not DELETE TOPIC_AUTHORIZATION_FAILED (no topic id in either); a topic named by id
+ * and not deletable is TOPIC_AUTHORIZATION_FAILED with its name only when describable.
  * Deliberately not done: delete.topic.enable=false (deletion is always allowed), mutation quotas.
  */
-import { AclOperation, ResourceType } from "../domain/security/acl.ts";
+import { AclOperation, CLUSTER_NAME, ResourceType } from "../domain/security/acl.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../protocol/codec-support.ts";
 import type { DeleteTopicsRequest } from "../protocol/generated/delete-topics-request.ts";
@@ -58,7 +59,10 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
   async function remove(request: DeleteTopicsRequest, ctx: RequestContext): Promise<DeleteTopicsResponseInit> {
     const responses: DeleteTopicsResponse_DeletableTopicResultInit[] = [];
     const { authorizer } = services;
-    const may = (operation: number, name: string) => authorizer.allows(ctx, operation, ResourceType.TOPIC, name);
+    // DELETE on the cluster allows deleting (and so describing) every topic, as Apache's ControllerApis.
+    const onCluster = authorizer.allows(ctx, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME);
+    const may = (operation: number, name: string) => onCluster || authorizer.allows(ctx, operation, ResourceType.TOPIC, name);
+    const refused = (name: string | null, topicId: string) => responses.push({ name, topicId, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: null });
     for (const target of targets(request, ctx.apiVersion)) {
       const byId = target.topicId !== ZERO_UUID ? topics.getById(target.topicId) : undefined;
       const topic = target.name !== null ? topics.get(target.name) : byId;
@@ -68,13 +72,14 @@ export function deleteTopicsHandler(services: BrokerServices): Handler<DeleteTop
         answer(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.");
       } else if (target.name !== null && target.topicId !== ZERO_UUID) {
         answer(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.");
-      } else if (target.name !== null && !may(AclOperation.DELETE, target.name)) {
-        answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED, null);
-      } else if (topic && target.name === null && !may(AclOperation.DESCRIBE, topic.name)) {
-        // Not even its name is told (the id is not secret).
-        responses.push({ name: null, topicId: target.topicId, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: null });
-      } else if (topic && !may(AclOperation.DELETE, topic.name)) {
-        answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED, null);
+      } else if (target.name !== null && !may(AclOperation.DESCRIBE, target.name)) {
+        // Before whether it exists is said.
+        refused(target.name, ZERO_UUID);
+      } else if (target.name !== null && topic && !may(AclOperation.DELETE, target.name)) {
+        refused(target.name, ZERO_UUID);
+      } else if (target.name === null && topic && !may(AclOperation.DELETE, topic.name)) {
+        // Its name only to who may describe it (the id is not secret).
+        refused(may(AclOperation.DESCRIBE, topic.name) ? topic.name : null, target.topicId);
       } else if (!topic) {
         answer(
           target.name === null ? ErrorCode.UNKNOWN_TOPIC_ID : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

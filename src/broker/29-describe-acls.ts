@@ -33,7 +33,8 @@ export function describeAclsHandler(services: Pick<BrokerServices, "authorizer">
       if (unknownElements(filter)) {
         return { throttleTimeMs: 0, errorCode: ErrorCode.INVALID_REQUEST, errorMessage: "DescribeAclsRequest contains UNKNOWN elements", resources: [] };
       }
-      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: null, resources: groupByResource(authorizer.acls(filter)) };
+      // A success carries "" as its message (Apache's generated default), not null.
+      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: "", resources: groupByResource(authorizer.acls(filter)) };
     },
     errorResponse(_request, errorCode) {
       return { throttleTimeMs: 0, errorCode, errorMessage: null, resources: [] };

@@ -41,7 +41,8 @@ export function createAclsHandler(services: Pick<BrokerServices, "authorizer" | 
       for (const [at, creation] of request.creations.entries()) {
         const binding = bindingOf(creation);
         const problem = unknownElements(binding) ? `CreatableAcls contain unknown elements` : newBindingProblem(binding);
-        results.push(problem === null ? { errorCode: ErrorCode.NONE, errorMessage: null } : { errorCode: ErrorCode.INVALID_REQUEST, errorMessage: problem });
+        // A success carries "" (Apache's generated default), not null.
+        results.push(problem === null ? { errorCode: ErrorCode.NONE, errorMessage: "" } : { errorCode: ErrorCode.INVALID_REQUEST, errorMessage: problem });
         if (problem === null) valid.push({ at, binding });
       }
       if (valid.length === 0) return { throttleTimeMs: 0, results };

@@ -18,8 +18,8 @@
  * in the shared files first in cluster mode; a gate that cannot be taken answers REQUEST_TIMED_OUT
  * (retriable) for every topic, and nothing is changed.
  *
- * Authorization (broker/authorizer.ts): ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED "The topic
- * authorization is failed." (Apache's words), before the topic is looked up.
+ * Authorization (broker/authorizer.ts): ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED with no
+ * message (Apache 4.1's ControllerApis), before the topic is looked up.
  * Deliberately not done: controller mutation quotas (never THROTTLING_QUOTA_EXCEEDED); timeoutMs is
  * ignored because the change is complete when answered; a manual assignment is validated but not stored,
  * because partition leadership comes from the ownership port (docs/architecture.md, "Ownership and cluster
@@ -142,7 +142,7 @@ export function createPartitionsHandler(services: BrokerServices): Handler<Creat
     for (const t of request.topics) {
       if (counts.get(t.name)! > 1) continue;
       if (!alterable.has(t.name)) {
-        results.push(result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed."));
+        results.push(result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, null));
         continue;
       }
       const refused = check(topics.get(t.name), t.name, t.count, t.assignments);

@@ -128,7 +128,7 @@ describe("with StandardAuthorizer, ANONYMOUS a super user", () => {
     const res = await client.request(30, 3, { creations: [...cases.map(([over]) => creation(over)), creation({ resourceName: "valid" })] });
     expect(res.results.map((r: { errorCode: number; errorMessage: string | null }) => [r.errorCode, r.errorMessage])).toEqual([
       ...cases.map(([, message]) => [ErrorCode.INVALID_REQUEST, message]),
-      [ErrorCode.NONE, null],
+      [ErrorCode.NONE, ""],
     ]);
     const described = await client.request(29, 3, { ...anyFilter, resourceNameFilter: "valid" });
     expect(described.resources.length).toBe(1);
