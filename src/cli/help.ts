@@ -159,6 +159,18 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
   and bunka's own, the response bytes held in memory before connections stop being read (-1: no bound):
     max.held.response.bytes.per.connection  (default 104857600)
     max.held.response.bytes           (default 536870912, all connections together)
+  Security, Apache's keys (README: "Listeners and TLS", "SASL", "Authorization"):
+    listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name
+                                      (several listeners: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+    ssl.keystore.type, ssl.keystore.location, ssl.key.password, ssl.truststore.type,
+    ssl.truststore.location, ssl.client.auth, listener.name.<name>.ssl.*
+                                      (TLS with PEM files; reloaded without a restart)
+    sasl.enabled.mechanisms           (default SCRAM-SHA-256,SCRAM-SHA-512; PLAIN too)
+    connections.max.reauth.ms, connection.failed.authentication.delay.ms
+    authorizer.class.name, super.users, allow.everyone.if.no.acl.found
+                                      (ACLs, off unless authorizer.class.name is set)
+  and bunka's own: ssl.handshake.timeout.ms, ssl.reload.check.interval.ms, http.ssl.keystore.location,
+    http.ssl.key.password, http.ssl.truststore.location, http.ssl.client.auth, sasl.plain.users.file
   An unknown key is an error.
 
 Precedence, highest first: flags > environment variables > config file > defaults.
