@@ -56,7 +56,8 @@ export function describeClientQuotasHandler(services: Pick<BrokerServices, "auth
       }
       const problem = quotaFilterProblem(request);
       if (problem !== undefined) return { throttleTimeMs: 0, ...problem, entries: null };
-      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: null, entries: [] };
+      // "" rather than null, as Apache's response data default sends it.
+      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: "", entries: [] };
     },
     errorResponse(_request, errorCode) {
       return { throttleTimeMs: 0, errorCode, errorMessage: null, entries: null };

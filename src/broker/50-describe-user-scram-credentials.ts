@@ -25,7 +25,7 @@ export function describeUserScramCredentialsHandler(services: BrokerServices, sc
         return { throttleTimeMs: 0, errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED, errorMessage: null, results: [] };
       }
       const users = request.users === null ? null : request.users.map((u) => u.name);
-      return { throttleTimeMs: 0, errorCode: 0, errorMessage: null, results: scram.describe(users) };
+      return { throttleTimeMs: 0, errorCode: 0, errorMessage: "", results: scram.describe(users) };
     },
     errorResponse(_request, errorCode) {
       return { throttleTimeMs: 0, errorCode, errorMessage: null, results: [] };

@@ -189,6 +189,8 @@ export interface StartOptions {
   advertisedHost?: string;
   /** Extra or overriding server.properties entries. */
   serverProperties?: Record<string, string | number | boolean>;
+  /** More listeners beside PLAINTEXT on 127.0.0.1 (a SASL_PLAINTEXT one, say), added to listeners, advertised.listeners and the protocol map. */
+  extraListeners?: { name: string; port: number; protocol: string }[];
   /** Feature levels set when the storage is formatted (kafka-storage format --feature), e.g. transaction.version: 1. */
   features?: Record<string, number>;
   /** Data dir (created if missing); default: a fresh temp dir, removed on stop(). */
@@ -306,16 +308,19 @@ function serverProperties(o: {
   advertisedPort: number;
   logDir: string;
   extra: Record<string, string | number | boolean>;
+  extraListeners?: { name: string; port: number; protocol: string }[];
 }): string {
+  const more = o.extraListeners ?? [];
+  const extraAddresses = more.map((l) => `,${l.name}://127.0.0.1:${l.port}`).join("");
   const props: Record<string, string | number | boolean> = {
     "process.roles": "broker,controller",
     "node.id": 1,
     "controller.quorum.bootstrap.servers": `127.0.0.1:${o.controllerPort}`,
-    listeners: `PLAINTEXT://127.0.0.1:${o.port},CONTROLLER://127.0.0.1:${o.controllerPort}`,
-    "advertised.listeners": `PLAINTEXT://${o.advertisedHost}:${o.advertisedPort},CONTROLLER://127.0.0.1:${o.controllerPort}`,
+    listeners: `PLAINTEXT://127.0.0.1:${o.port},CONTROLLER://127.0.0.1:${o.controllerPort}${extraAddresses}`,
+    "advertised.listeners": `PLAINTEXT://${o.advertisedHost}:${o.advertisedPort},CONTROLLER://127.0.0.1:${o.controllerPort}${extraAddresses}`,
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "listener.security.protocol.map": `CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${more.map((l) => `,${l.name}:${l.protocol}`).join("")}`,
     "log.dirs": o.logDir,
     // A single node: internal topics cannot have 3 replicas. Everything else stays at Kafka's defaults.
     "offsets.topic.replication.factor": 1,
@@ -372,7 +377,7 @@ async function startOnce(
   const logFile = join(dataDir, "server.log");
   writeFileSync(
     propsFile,
-    serverProperties({ port, controllerPort, advertisedHost, advertisedPort, logDir, extra: opts.serverProperties ?? {} }),
+    serverProperties({ port, controllerPort, advertisedHost, advertisedPort, logDir, extra: opts.serverProperties ?? {}, extraListeners: opts.extraListeners ?? [] }),
   );
 
   const format = await runKafkaTool("kafka-storage", [

@@ -104,7 +104,7 @@ describe("through the dispatcher, a SASL_PLAINTEXT connection", () => {
     expect(await call(conn, 18, 3, { clientSoftwareName: "t", clientSoftwareVersion: "1" })).toMatchObject({ errorCode: 0 });
     expect(await call(conn, 17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: 0, mechanisms: ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] });
     const auth = await call(conn, 36, 2, { authBytes: plainToken("alice", "alice-plain") });
-    expect(auth).toMatchObject({ errorCode: 0, errorMessage: null, sessionLifetimeMs: 0 });
+    expect(auth).toMatchObject({ errorCode: 0, errorMessage: "", sessionLifetimeMs: 0 });
     expect(conn.security).toMatchObject({ principal: "User:alice", authenticated: true, saslMechanism: "PLAIN" });
     expect(conn.security.sessionExpiresAtMs).toBeUndefined();
     expect((await call(conn, 3, 12, { topics: [], allowAutoTopicCreation: false })).topics).toEqual([]);
@@ -199,7 +199,7 @@ describe("over a SASL_PLAINTEXT listener", () => {
     expect((await client.request(18, 3, { clientSoftwareName: "t", clientSoftwareVersion: "1" })).errorCode).toBe(0);
     const { first, final, scram } = await scramLogin(client, SHA512, "alice", "alice-secret");
     expect(text(first.authBytes)).toMatch(/^r=nonce-[a-z0-9]+[A-Za-z0-9+/=]+,s=[A-Za-z0-9+/=]+,i=4096$/);
-    expect(final).toMatchObject({ errorCode: 0, errorMessage: null, sessionLifetimeMs: 60_000 });
+    expect(final).toMatchObject({ errorCode: 0, errorMessage: "", sessionLifetimeMs: 60_000 });
     expect(scram.verifyServerFinal(final.authBytes)).toBe(true);
     const metadata = await client.request(3, 12, { topics: [], allowAutoTopicCreation: false });
     expect(metadata.brokers.length).toBeGreaterThan(0);
@@ -389,13 +389,13 @@ describe("AlterUserScramCredentials and DescribeUserScramCredentials", () => {
     const all = await client.request(50, 0, { users: null });
     expect(all.errorCode).toBe(0);
     expect(all.results).toEqual([
-      { user: "alice", errorCode: 0, errorMessage: null, credentialInfos: [{ mechanism: 1, iterations: 4096 }] },
-      { user: "bob", errorCode: 0, errorMessage: null, credentialInfos: [{ mechanism: 1, iterations: 4096 }, { mechanism: 2, iterations: 8192 }] },
+      { user: "alice", errorCode: 0, errorMessage: "", credentialInfos: [{ mechanism: 1, iterations: 4096 }] },
+      { user: "bob", errorCode: 0, errorMessage: "", credentialInfos: [{ mechanism: 1, iterations: 4096 }, { mechanism: 2, iterations: 8192 }] },
     ]);
     const some = await client.request(50, 0, { users: [{ name: "nobody" }, { name: "bob" }, { name: "alice" }, { name: "alice" }] });
     expect(results(some)).toEqual([
       ["nobody", ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: nobody"],
-      ["bob", 0, null],
+      ["bob", 0, ""],
       ["alice", ErrorCode.DUPLICATE_RESOURCE, "Cannot describe SCRAM credentials for the same user twice in a single request: alice"],
     ]);
   });
@@ -429,7 +429,7 @@ describe("AlterUserScramCredentials and DescribeUserScramCredentials", () => {
 
   test("DescribeClientQuotas: no quotas; Apache's refusals of bad filters", async () => {
     const none = await client.request(48, 1, { components: [{ entityType: "user", matchType: 0, match: "alice" }], strict: false });
-    expect(none).toMatchObject({ errorCode: 0, errorMessage: null, entries: [] });
+    expect(none).toMatchObject({ errorCode: 0, errorMessage: "", entries: [] });
     const bad = await client.request(48, 1, { components: [{ entityType: "user", matchType: 0, match: null }], strict: false });
     expect(bad).toMatchObject({ errorCode: ErrorCode.INVALID_REQUEST, errorMessage: "Request specified MATCH_TYPE_EXACT, but set match string to null." });
     const unknown = await client.request(48, 1, { components: [{ entityType: "group", matchType: 2, match: null }], strict: false });

@@ -206,11 +206,12 @@ export class SaslSession {
           };
         }
         if (step.kind === "challenge") {
-          return { response: { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: step.token, sessionLifetimeMs: 0 }, close: false };
+          // "" rather than null on success, as Apache's response data default sends it.
+          return { response: { errorCode: ErrorCode.NONE, errorMessage: "", authBytes: step.token, sessionLifetimeMs: 0 }, close: false };
         }
         const lifetimeMs = step.authenticated.expiresAtMs === undefined ? 0 : step.authenticated.expiresAtMs - nowMs;
         return {
-          response: { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: step.token, sessionLifetimeMs: lifetimeMs },
+          response: { errorCode: ErrorCode.NONE, errorMessage: "", authBytes: step.token, sessionLifetimeMs: lifetimeMs },
           close: false,
           authenticated: step.authenticated,
         };

@@ -169,7 +169,8 @@ export function describeCredentials(current: ScramCredentialMap, users: readonly
     if (infos.length === 0) {
       out.push({ user, errorCode: ErrorCode.RESOURCE_NOT_FOUND, errorMessage: `Attempt to describe a user credential that does not exist: ${user}`, credentialInfos: [] });
     } else {
-      out.push({ user, errorCode: ErrorCode.NONE, errorMessage: null, credentialInfos: infos });
+      // "" rather than null, as Apache's response data default sends it.
+      out.push({ user, errorCode: ErrorCode.NONE, errorMessage: "", credentialInfos: infos });
     }
   }
   return out;

@@ -77,7 +77,7 @@ describe("SaslSession: first authentication", () => {
     expect(s.phase).toBe("authenticating");
     const out = s.authenticate(plainToken("alice", "alice-secret"), 5);
     expect(out).toEqual({
-      response: { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: new Uint8Array(0), sessionLifetimeMs: 0 },
+      response: { errorCode: ErrorCode.NONE, errorMessage: "", authBytes: new Uint8Array(0), sessionLifetimeMs: 0 },
       close: false,
       authenticated: { principal: "User:alice", mechanism: "PLAIN", expiresAtMs: undefined, reauthentication: false },
     });
