@@ -217,6 +217,14 @@ describe.if(process.env.ACLS_REFERENCE === "1")("the same against Apache Kafka 4
       try {
         const theirs = await refusals(reference.bootstrap);
         expect(await refusals(ours.bootstrap)).toEqual(theirs);
+        // The Java clients refused the same way by both (the DENY ACLs refusals() added).
+        const clients = async (bootstrap: string) => [
+          (await run("AclClient", ["producer", bootstrap, "v", "tx"])).stdout.split("\n").filter((l) => l.startsWith("EXCEPTION")),
+          (await run("AclClient", ["consumer", bootstrap, "v", "g"])).stdout.split("\n").filter((l) => l.startsWith("EXCEPTION")),
+        ];
+        const theirClients = await clients(reference.bootstrap);
+        expect(theirClients).toEqual([["EXCEPTION org.apache.kafka.common.errors.TransactionalIdAuthorizationException"], ["EXCEPTION org.apache.kafka.common.errors.GroupAuthorizationException"]]);
+        expect(await clients(ours.bootstrap)).toEqual(theirClients);
       } finally {
         await ours.stop();
         await reference.stop();
