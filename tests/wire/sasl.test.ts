@@ -244,6 +244,23 @@ describe("over a SASL_PLAINTEXT listener", () => {
     await client.closed;
   });
 
+  test("SaslHandshake v0: the SCRAM exchange as raw size-prefixed tokens, then Kafka requests again", async () => {
+    const client = await connect("SASL");
+    expect((await client.request(17, 0, { mechanism: "SCRAM-SHA-512" })).errorCode).toBe(0);
+    const framed = (token: Uint8Array) => {
+      const out = new Uint8Array(4 + token.length);
+      new DataView(out.buffer).setInt32(0, token.length);
+      out.set(token, 4);
+      return out;
+    };
+    const scram = new ScramTestClient(SHA512, "alice", "alice-secret");
+    const serverFirst = await client.requestRaw(0, 0, framed(scram.clientFirst()));
+    expect(text(serverFirst)).toEndWith(",i=4096");
+    const serverFinal = await client.requestRaw(0, 0, framed(scram.clientFinal(serverFirst)));
+    expect(scram.verifyServerFinal(serverFinal)).toBe(true);
+    expect((await client.request(3, 12, { topics: [], allowAutoTopicCreation: false })).brokers.length).toBeGreaterThan(0);
+  });
+
   test("SaslHandshake on the PLAINTEXT listener is ILLEGAL_SASL_STATE", async () => {
     const client = await connect("PLAINTEXT");
     expect(await client.request(17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms: [] });
