@@ -1,82 +1,26 @@
 /**
- * SCRAM credential changes across the brokers of a cluster (docs/architecture.md, "SASL"). The
- * credentials live in the shared data directory (`__cluster/scram-credentials.json`) and every broker
- * keeps them in memory to authenticate from; a broker that altered them (AlterUserScramCredentials, under
- * the metadata gate) puts `/bunka/<clusterId>/scram-credentials` once the change is durable and before it
- * lets the gate go, and every broker watching the key reads the file again. The value only says who
- * changed them and when: the file is the truth, so a repeated or overtaken announcement reads the same
- * file. After a compaction made the watch miss events, the file is read again. A read that fails (a
- * damaged file) is logged and the credentials held are kept.
+ * SCRAM credential changes across the brokers of a cluster: the credentials live in
+ * `__cluster/scram-credentials.json`, every broker keeps them in memory to authenticate from, and a broker
+ * that altered them (AlterUserScramCredentials) announces it under `/bunka/<clusterId>/scram-credentials`
+ * so that every broker reads the file again (cluster/shared-file-feed.ts).
  */
-import type { Logger } from "../platform/logger.ts";
-import { clusterPrefix } from "./cluster-keys.ts";
-import type { EtcdClient } from "./etcd/etcd-client.ts";
-import { EtcdWatch, type WatchOptions } from "./etcd/etcd-watch.ts";
+import { type SharedFile, sharedFileChangeKey, SharedFileFeed, type SharedFileFeedOptions } from "./shared-file-feed.ts";
 
-export const SCRAM_CHANGE_FORMAT = "bunka-scram-credentials-change";
-const SCRAM_CHANGE_VERSION = 1;
+export const SCRAM_CREDENTIALS_FILE: SharedFile = { key: "scram-credentials", format: "bunka-scram-credentials-change", version: 1, what: "the SCRAM credentials" };
+export const SCRAM_CHANGE_FORMAT = SCRAM_CREDENTIALS_FILE.format;
 
 /** Put by a broker after it altered SCRAM credentials, so that every broker reads them again. */
-export function scramCredentialsChangeKey(clusterId: string): string {
-  return `${clusterPrefix(clusterId)}scram-credentials`;
-}
+export const scramCredentialsChangeKey = (clusterId: string): string => sharedFileChangeKey(clusterId, SCRAM_CREDENTIALS_FILE);
 
-export interface ScramFeedOptions {
-  client: EtcdClient;
-  clusterId: string;
-  selfId: number;
-  /** Reads the credentials file again; resolves once the broker's view is current. */
-  refresh(): Promise<unknown>;
-  log: Logger;
-  nowMs(): number;
-  watch?: WatchOptions;
-}
+export type ScramFeedOptions = SharedFileFeedOptions;
 
-export class ScramFeed {
-  private watch: EtcdWatch | undefined;
-
-  private constructor(private readonly options: ScramFeedOptions) {}
-
-  /** Starts watching from now, and reads the file once more (a change made before the watch began). */
-  static async open(options: ScramFeedOptions): Promise<ScramFeed> {
-    const feed = new ScramFeed(options);
-    const { client, clusterId, log } = options;
-    const key = scramCredentialsChangeKey(clusterId);
-    const now = await client.range(key);
-    await feed.refresh();
-    feed.watch = new EtcdWatch(
-      client,
-      { key, startRevision: now.header.revision + 1n },
-      {
-        onEvents: async (events) => {
-          if (events.some((event) => event.type === "put")) await feed.refresh();
-        },
-        onCompacted: async () => {
-          const read = await client.range(key);
-          await feed.refresh();
-          return read.header.revision + 1n;
-        },
-      },
-      { log, ...options.watch },
-    );
-    return feed;
+export class ScramFeed extends SharedFileFeed {
+  static open(options: ScramFeedOptions): Promise<ScramFeed> {
+    return SharedFileFeed.started(new ScramFeed(SCRAM_CREDENTIALS_FILE, options));
   }
 
   /** Tells the other brokers that the credentials changed; call once the change is durable. */
-  async announceScramCredentials(): Promise<void> {
-    const { client, clusterId, selfId, nowMs } = this.options;
-    await client.put(scramCredentialsChangeKey(clusterId), JSON.stringify({ format: SCRAM_CHANGE_FORMAT, version: SCRAM_CHANGE_VERSION, brokerId: selfId, changedAtMs: nowMs() }));
-  }
-
-  async close(): Promise<void> {
-    await this.watch?.close();
-  }
-
-  private async refresh(): Promise<void> {
-    try {
-      await this.options.refresh();
-    } catch (error) {
-      this.options.log.error("the SCRAM credentials changed by another broker cannot be read again; keeping them as they were", { error: String(error) });
-    }
+  announceScramCredentials(): Promise<void> {
+    return this.announce();
   }
 }
