@@ -174,13 +174,13 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       // Authorization as Apache's KafkaApis: transactional records need WRITE on the transactional id
       // (the whole request refused), each topic WRITE (TOPIC_AUTHORIZATION_FAILED per partition).
       const { authorizer } = services;
-      if (hasTransactionalRecords(request)) {
+      if (authorizer.enabled && hasTransactionalRecords(request)) {
         const id = request.transactionalId;
         if (id === null || !authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, id)) {
           return this.errorResponse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion);
         }
       }
-      const writable = authorizer.allowedNames(ctx, AclOperation.WRITE, ResourceType.TOPIC, request.topicData.map((t) => t.name));
+      const writable = authorizer.enabled ? authorizer.allowedNames(ctx, AclOperation.WRITE, ResourceType.TOPIC, request.topicData.map((t) => t.name)) : undefined;
       // Cluster mode: transactional batches whose coordinator is another broker are verified with it
       // first; a partition it could not answer for is refused retriably without an append.
       const unverified = (await services.remoteTxnVerifier?.prepare(request)) ?? NOTHING_REFUSED;
@@ -189,7 +189,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
           name: topic.name,
           partitions: await Promise.all(
             topic.partitionData.map((p): PartitionAnswer | Promise<PartitionAnswer> => {
-              if (!writable.has(topic.name)) return { response: failure(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, null) };
+              if (writable !== undefined && !writable.has(topic.name)) return { response: failure(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, null) };
               const refused = unverified.get(partitionKey(topic.name, p.index));
               if (refused !== undefined) return { response: failure(p.index, refused.errorCode, refused.message) };
               return producePartition(topic.name, p.index, p.records, ctx.apiVersion);

@@ -169,8 +169,9 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
       // one refused at open for damaged data, and one the principal may not read (Apache's KafkaApis: a
       // replica's fetch needs CLUSTER_ACTION, a consumer's READ on each topic).
       const { authorizer } = services;
-      const readable =
-        replicaId >= 0
+      const readable = !authorizer.enabled
+        ? undefined
+        : replicaId >= 0
           ? authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
             ? undefined
             : new Set<string>()

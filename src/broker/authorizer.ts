@@ -41,6 +41,14 @@ export interface AclAnnouncer {
   announceAcls(): Promise<void>;
 }
 
+/** Names a check allowed: `has` is all a handler asks of it. */
+export interface NameSet {
+  has(name: string): boolean;
+}
+
+/** Without an authorizer every name is allowed, and nothing is allocated per request. */
+const EVERY_NAME: NameSet = { has: () => true };
+
 /** The principal and client address a request is checked with. */
 export function identityOf(ctx: RequestContext): RequestIdentity {
   return { principal: ctx.connection.security?.principal ?? ANONYMOUS_PRINCIPAL, host: hostAddress(ctx.connection.remoteAddress) };
@@ -92,7 +100,8 @@ export class BrokerAuthorizer {
   }
 
   /** The names among `names` the principal may perform `operation` on (Apache's filterByAuthorized). */
-  allowedNames(ctx: RequestContext, operation: number, resourceType: number, names: Iterable<string>): Set<string> {
+  allowedNames(ctx: RequestContext, operation: number, resourceType: number, names: Iterable<string>): NameSet {
+    if (this.store === undefined) return EVERY_NAME;
     const allowed = new Set<string>();
     for (const name of names) if (!allowed.has(name) && this.allows(ctx, operation, resourceType, name)) allowed.add(name);
     return allowed;

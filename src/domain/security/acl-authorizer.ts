@@ -72,10 +72,17 @@ export function aclResult(acl: AclBinding, who: RequestIdentity, operation: numb
   return allow ? "allow" : "deny";
 }
 
-/** The ACLs held, indexed by resource type, and the settings: one immutable snapshot. */
+/** Decisions remembered per snapshot; past this many the memory starts again (a bound, not an LRU). */
+const DECISIONS_REMEMBERED_MAX = 10_000;
+
+/**
+ * The ACLs held, indexed by resource type, and the settings: one immutable snapshot. A decision is a scan
+ * of the type's ACLs; it is remembered, since Produce and Fetch ask the same ones at every request.
+ */
 export class AclAuthorizerData {
   private readonly byType = new Map<number, AclBinding[]>();
   private readonly superUsers: ReadonlySet<string>;
+  private readonly decisions = new Map<string, boolean>();
 
   constructor(
     acls: readonly AclBinding[],
@@ -96,6 +103,16 @@ export class AclAuthorizerData {
   /** Whether `who` may perform `action` (see the file comment). */
   authorize(who: RequestIdentity, action: AclAction): boolean {
     if (this.isSuperUser(who.principal)) return true;
+    const key = `${who.principal}\u0000${who.host}\u0000${action.operation}\u0000${action.resourceType}\u0000${action.resourceName}`;
+    const known = this.decisions.get(key);
+    if (known !== undefined) return known;
+    const decided = this.decide(who, action);
+    if (this.decisions.size >= DECISIONS_REMEMBERED_MAX) this.decisions.clear();
+    this.decisions.set(key, decided);
+    return decided;
+  }
+
+  private decide(who: RequestIdentity, action: AclAction): boolean {
     let applies = false;
     let allowed = false;
     for (const acl of this.byType.get(action.resourceType) ?? []) {
