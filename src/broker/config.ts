@@ -128,6 +128,8 @@ export interface BrokerConfig {
   connectionsMaxReauthMs: number;
   /** connection.failed.authentication.delay.ms: how long a failed authentication waits before its answer (default 100). */
   connectionFailedAuthenticationDelayMs: number;
+  /** sasl.server.max.receive.size: the largest frame a SASL_* connection may send before it is authenticated (default 524288). */
+  saslServerMaxReceiveSize: number;
 }
 
 export const FSYNC_MODES = ["batched", "per-file"] as const;
@@ -181,5 +183,6 @@ export function defaultBrokerConfig(): BrokerConfig {
     saslPlainUsersFile: undefined,
     connectionsMaxReauthMs: 0,
     connectionFailedAuthenticationDelayMs: 100,
+    saslServerMaxReceiveSize: 524288,
   };
 }

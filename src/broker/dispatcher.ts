@@ -10,7 +10,8 @@
  * - A handler that throws anything but a FatalError answers UNKNOWN_SERVER_ERROR and the broker goes on.
  * - SASL_* connections pass the SASL gate first (broker/sasl-authenticator.ts): a frame after SaslHandshake
  *   v0 is a raw token, not a request; a request other than SaslHandshake and SaslAuthenticate before
- *   authentication, or after the session ended, closes the connection (CloseConnection).
+ *   authentication, or after the session ended, closes the connection (CloseConnection), as does a frame
+ *   past sasl.server.max.receive.size before authentication.
  */
 import { DecodeError, FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";

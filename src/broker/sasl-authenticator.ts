@@ -12,7 +12,10 @@
  *   answered after connection.failed.authentication.delay.ms (Apache's delay against guessing), and the
  *   connection closed once that answer is written;
  * - a request the gate refuses (before authentication, or after the session ended): the connection closes
- *   (CloseConnection) without an answer, as Apache closes it.
+ *   (CloseConnection) without an answer, as Apache closes it. So does a frame larger than
+ *   sasl.server.max.receive.size (512 KiB) before authentication, Apache's bound on what an
+ *   unauthenticated client may make the broker hold; the listener has read it whole by then (its own bound
+ *   is socket.request.max.bytes), so this keeps such a client from doing it twice, not once.
  *
  * Connections on PLAINTEXT and SSL listeners have no session: SaslHandshake and SaslAuthenticate are
  * answered ILLEGAL_SASL_STATE there, as Apache's KafkaApis answers them.
@@ -36,7 +39,10 @@ import type { ScramCredentialStore } from "../storage/scram-credential-store.ts"
 import type { BrokerConfig } from "./config.ts";
 import { CloseConnection, type ConnectionInfo } from "./handler.ts";
 
-export type SaslSettings = Pick<BrokerConfig, "saslEnabledMechanisms" | "saslPlainUsersFile" | "connectionsMaxReauthMs" | "connectionFailedAuthenticationDelayMs">;
+export type SaslSettings = Pick<
+  BrokerConfig,
+  "saslEnabledMechanisms" | "saslPlainUsersFile" | "connectionsMaxReauthMs" | "connectionFailedAuthenticationDelayMs" | "saslServerMaxReceiveSize"
+>;
 
 /** Counts for `/metrics`, by mechanism ("" when the client named none that exists). */
 export interface SaslCounts {
@@ -158,7 +164,12 @@ export class SaslAuthenticator {
    */
   rawToken(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array> | undefined {
     const session = this.sessionOf(connection);
-    if (session === undefined || !session.expectsRawToken) return undefined;
+    if (session === undefined) return undefined;
+    if (frame.byteLength > this.options.settings.saslServerMaxReceiveSize && session.authenticated === undefined) {
+      this.fail(connection, { mechanism: undefined, reason: `a frame of ${frame.byteLength} bytes before authentication (sasl.server.max.receive.size ${this.options.settings.saslServerMaxReceiveSize})`, reauthentication: false });
+      throw new CloseConnection("SASL: Failing SASL authentication due to invalid receive size");
+    }
+    if (!session.expectsRawToken) return undefined;
     const outcome = session.rawToken(frame, this.options.clock.monotonicMs());
     if (outcome.authenticated !== undefined) this.succeeded(connection, outcome.authenticated);
     if (outcome.token !== undefined) return Promise.resolve(outcome.token.slice());

@@ -331,6 +331,7 @@ export const SETTINGS: readonly Setting[] = [
   { fileKey: "sasl.plain.users.file", apply: (c, v, o) => void (c.saslPlainUsersFile = parseNonEmpty(v, o)) },
   { fileKey: "connections.max.reauth.ms", apply: (c, v, o) => void (c.connectionsMaxReauthMs = parseInteger(v, o, 0, Number.MAX_SAFE_INTEGER)) },
   { fileKey: "connection.failed.authentication.delay.ms", apply: (c, v, o) => void (c.connectionFailedAuthenticationDelayMs = parseInteger(v, o, 0, INT32_MAX)) },
+  { fileKey: "sasl.server.max.receive.size", apply: (c, v, o) => void (c.saslServerMaxReceiveSize = parseInteger(v, o, 1, INT32_MAX)) },
   { fileKey: "num.partitions", apply: (c, v, o) => void (c.numPartitions = parseInteger(v, o, 1, INT32_MAX)) },
   ...TOPIC_DEFAULT_SETTINGS,
   ...CLEANER_SETTING_NAMES.map(cleanerSetting),

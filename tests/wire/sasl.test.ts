@@ -141,6 +141,20 @@ describe("through the dispatcher, a SASL_PLAINTEXT connection", () => {
     expect(conn.security.principal).toBe("User:bob");
   });
 
+  test("before authentication a frame past sasl.server.max.receive.size closes; after it, large frames are served", async () => {
+    const big = new Uint8Array(524_289);
+    const before = connection();
+    await call(before, 17, 1, { mechanism: "PLAIN" });
+    await expect(tb.broker.dispatch(frame(36, 2, { authBytes: big }), before)).rejects.toBeInstanceOf(CloseConnection);
+    const after = connection();
+    await call(after, 17, 1, { mechanism: "PLAIN" });
+    await call(after, 36, 2, { authBytes: plainToken("alice", "alice-plain") });
+    const topics = Array.from({ length: 2600 }, (_, i) => ({ name: `${i}-${"x".repeat(200)}`, topicId: "00000000-0000-0000-0000-000000000000" }));
+    const large = frame(3, 12, { topics, allowAutoTopicCreation: false });
+    expect(large.byteLength).toBeGreaterThan(524_288);
+    expect(await tb.broker.dispatch(large, after)).not.toBeNull();
+  });
+
   test("on a PLAINTEXT connection SaslHandshake and SaslAuthenticate are ILLEGAL_SASL_STATE", async () => {
     const plain = { id: 1, remoteAddress: "x", close() {} };
     expect(await call(plain, 17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms: [] });

@@ -40,6 +40,12 @@ describe("SASL keys", () => {
     expect(configError("sasl.enabled.mechanisms= , \n")).toContain("no SASL mechanism given");
   });
 
+  test("sasl.server.max.receive.size: 524288 by default, a positive size when set", () => {
+    expect(withFile("").saslServerMaxReceiveSize).toBe(524288);
+    expect(withFile("sasl.server.max.receive.size=1048576\n").saslServerMaxReceiveSize).toBe(1048576);
+    expect(configError("sasl.server.max.receive.size=0\n")).toContain("sasl.server.max.receive.size");
+  });
+
   test("negative durations are refused", () => {
     expect(configError("connections.max.reauth.ms=-1\n")).toContain("connections.max.reauth.ms");
     expect(configError("connection.failed.authentication.delay.ms=-5\n")).toContain("connection.failed.authentication.delay.ms");
