@@ -3,9 +3,8 @@
  * bindings, each once (Apache's AclControlManager keeps a set: creating an ACL that exists is a success
  * that adds nothing).
  *
- * A change is answered only once the file is durable (saveState: tmp, fsync, rename, fsync dir); changes
- * run one at a time. A failed write poisons the store (memory may disagree with the disk; every later
- * change fails until a restart reloads the file). A file that exists but fails its checks is a
+ * A change is answered only once the file is durable, changes run one at a time, and a failed write
+ * poisons the store (storage/shared-state-file.ts). A file that exists but fails its checks is a
  * CorruptStateError at open, never an empty list: forgetting a DENY would open what an operator closed.
  *
  * Brokers sharing the data directory share the file: `refresh` reads it again (another broker changed it,
@@ -20,9 +19,9 @@ import {
   newBindingProblem,
   sameBinding,
 } from "../domain/security/acl.ts";
-import { FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { ensureDir } from "./atomic-file.ts";
+import { SharedStateFile } from "./shared-state-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const ACLS_FORMAT = "acls";
@@ -34,17 +33,19 @@ export interface AclsBody {
 }
 
 export class AclStore {
-  private acls: readonly AclBinding[];
-  private tail: Promise<unknown> = Promise.resolve();
-  private poisoned: unknown = undefined;
-  private readonly listeners: (() => void)[] = [];
+  private readonly file: SharedStateFile<readonly AclBinding[]>;
 
   private constructor(
-    private readonly fs: Fs,
+    fs: Fs,
     readonly path: string,
     acls: readonly AclBinding[],
   ) {
-    this.acls = acls;
+    this.file = new SharedStateFile(acls, {
+      what: "the ACL store",
+      save: (next) => saveState(fs, path, ACLS_FORMAT, ACLS_VERSION, { acls: [...next] } satisfies AclsBody),
+      load: () => load(fs, path),
+      same: sameList,
+    });
   }
 
   /** Loads the file (absent: no ACLs yet); CorruptStateError when it is damaged. */
@@ -56,7 +57,7 @@ export class AclStore {
 
   /** Every ACL held, in the order they were created. */
   list(): readonly AclBinding[] {
-    return this.acls;
+    return this.file.value;
   }
 
   /**
@@ -68,11 +69,11 @@ export class AclStore {
       const problem = newBindingProblem(binding);
       if (problem !== null) return Promise.reject(new TypeError(`invalid ACL: ${problem}`));
     }
-    return this.change((current) => {
+    return this.file.change((current) => {
       const next = [...current];
       for (const binding of bindings) if (!next.some((held) => sameBinding(held, binding))) next.push({ ...binding });
       return next;
-    }).then(() => undefined);
+    });
   }
 
   /**
@@ -81,10 +82,12 @@ export class AclStore {
    */
   delete(filters: readonly AclBindingFilter[]): Promise<AclBinding[][]> {
     let removed: AclBinding[][] = [];
-    return this.change((current) => {
-      removed = filters.map((filter) => current.filter((acl) => filterMatches(filter, acl)));
-      return current.filter((acl) => !filters.some((filter) => filterMatches(filter, acl)));
-    }).then(() => removed);
+    return this.file
+      .change((current) => {
+        removed = filters.map((filter) => current.filter((acl) => filterMatches(filter, acl)));
+        return current.filter((acl) => !filters.some((filter) => filterMatches(filter, acl)));
+      })
+      .then(() => removed);
   }
 
   /**
@@ -92,41 +95,12 @@ export class AclStore {
    * was held. A damaged file is a CorruptStateError naming it, and the ACLs held are kept.
    */
   refresh(): Promise<boolean> {
-    const run = this.tail.then(async () => {
-      const acls = await load(this.fs, this.path);
-      if (sameList(this.acls, acls)) return false;
-      this.acls = acls;
-      return true;
-    });
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.file.refresh();
   }
 
   /** Calls `listener` after each change this store makes is durable. Returns the function that stops it. */
   onChange(listener: () => void): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const at = this.listeners.indexOf(listener);
-      if (at >= 0) this.listeners.splice(at, 1);
-    };
-  }
-
-  private change(compute: (current: readonly AclBinding[]) => AclBinding[]): Promise<void> {
-    const run = this.tail.then(async () => {
-      if (this.poisoned !== undefined) throw new FatalError("the ACL store failed earlier; restart to recover", { cause: this.poisoned });
-      const next = compute(this.acls);
-      if (sameList(this.acls, next)) return;
-      try {
-        await saveState(this.fs, this.path, ACLS_FORMAT, ACLS_VERSION, { acls: next } satisfies AclsBody);
-      } catch (error) {
-        this.poisoned = error;
-        throw error;
-      }
-      this.acls = next;
-      for (const listener of [...this.listeners]) listener();
-    });
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.file.onChange(listener);
   }
 }
 

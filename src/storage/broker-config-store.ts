@@ -10,9 +10,9 @@
  * see BROKER_CONFIG_FOR_TOPIC_CONFIG) and the log cleaner's dynamic settings (log.cleaner.threads, ...,
  * see domain/cleaner-config.ts).
  *
- * A change is answered only once the file is durable (saveState: tmp, fsync, rename, fsync dir). Changes
- * run one at a time. A failed write poisons the store, as in TopicStore: memory may then disagree with
- * the disk, so every later change fails until a restart reloads the file. A file that exists but fails
+ * A change is answered only once the file is durable, changes run one at a time, and a failed write
+ * poisons the store (storage/shared-state-file.ts): memory may then disagree with the disk, so every later
+ * change fails until a restart reloads the file. A file that exists but fails
  * its checks is a CorruptStateError at open, never an empty configuration: silently forgetting an
  * operator's retention setting would delete data or keep it longer than promised.
  *
@@ -28,9 +28,9 @@ import {
   isDynamicCleanerSetting,
 } from "../domain/cleaner-config.ts";
 import { brokerTopicDefaultProblem, topicConfigForBrokerConfig } from "../domain/topic-config.ts";
-import { FatalError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { ensureDir } from "./atomic-file.ts";
+import { SharedStateFile } from "./shared-state-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const BROKER_CONFIGS_FORMAT = "broker-configs";
@@ -61,17 +61,14 @@ export interface BrokerConfigStoreOptions {
 }
 
 export class BrokerConfigStore {
-  private body: BrokerConfigsBody;
-  private tail: Promise<unknown> = Promise.resolve();
-  private poisoned: unknown = undefined;
-  private readonly listeners: (() => void)[] = [];
+  private readonly file: SharedStateFile<BrokerConfigsBody>;
   readonly path: string;
   readonly brokerId: number;
   readonly staticTopicDefaults: Readonly<Record<string, string>>;
   readonly staticCleaner: Readonly<CleanerConfig>;
 
   private constructor(
-    private readonly fs: Fs,
+    fs: Fs,
     dataDir: string,
     options: BrokerConfigStoreOptions,
     body: BrokerConfigsBody,
@@ -80,7 +77,18 @@ export class BrokerConfigStore {
     this.brokerId = options.brokerId;
     this.staticTopicDefaults = Object.freeze({ ...options.staticTopicDefaults });
     this.staticCleaner = Object.freeze({ ...options.staticCleaner });
-    this.body = body;
+    const path = this.path;
+    this.file = new SharedStateFile(body, {
+      what: "the broker config store",
+      save: (next) => saveState(fs, path, BROKER_CONFIGS_FORMAT, BROKER_CONFIGS_VERSION, next),
+      // A file gone (removed by hand) reads as no dynamic configs, as at open.
+      load: async () => (await loadState(fs, path, BROKER_CONFIGS_FORMAT, { current: BROKER_CONFIGS_VERSION, parse: parseBrokerConfigsBody })) ?? { clusterDefault: {}, brokers: {} },
+      same: sameBody,
+    });
+  }
+
+  private get body(): BrokerConfigsBody {
+    return this.file.value;
   }
 
   /** Loads the file (absent means no dynamic configs yet); CorruptStateError if it is damaged. */
@@ -107,25 +115,13 @@ export class BrokerConfigStore {
   set(layer: BrokerConfigLayer, configs: Readonly<Record<string, string>>): Promise<void> {
     const problem = configsProblem(configs);
     if (problem !== null) return Promise.reject(new TypeError(`invalid dynamic broker configs: ${problem}`));
-    const run = this.tail.then(async () => {
-      if (this.poisoned !== undefined) {
-        throw new FatalError("the broker config store failed earlier; restart to recover", { cause: this.poisoned });
-      }
-      const next: BrokerConfigsBody = { clusterDefault: { ...this.body.clusterDefault }, brokers: { ...this.body.brokers } };
+    return this.file.change((current) => {
+      const next: BrokerConfigsBody = { clusterDefault: { ...current.clusterDefault }, brokers: { ...current.brokers } };
       if (layer.kind === "cluster") next.clusterDefault = { ...configs };
       else if (Object.keys(configs).length === 0) delete next.brokers[String(layer.brokerId)];
       else next.brokers[String(layer.brokerId)] = { ...configs };
-      try {
-        await saveState(this.fs, this.path, BROKER_CONFIGS_FORMAT, BROKER_CONFIGS_VERSION, next);
-      } catch (error) {
-        this.poisoned = error;
-        throw error;
-      }
-      this.body = next;
-      for (const listener of [...this.listeners]) listener();
+      return next;
     });
-    this.tail = run.catch(() => undefined);
-    return run;
   }
 
   /**
@@ -135,23 +131,12 @@ export class BrokerConfigStore {
    * as no dynamic configs, as at open.
    */
   refresh(): Promise<boolean> {
-    const run = this.tail.then(async () => {
-      const body = (await loadState(this.fs, this.path, BROKER_CONFIGS_FORMAT, { current: BROKER_CONFIGS_VERSION, parse: parseBrokerConfigsBody })) ?? { clusterDefault: {}, brokers: {} };
-      if (sameBody(this.body, body)) return false;
-      this.body = body;
-      return true;
-    });
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.file.refresh();
   }
 
   /** Calls `listener` after each change this store makes is durable. Returns the function that stops it. */
   onChange(listener: () => void): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const at = this.listeners.indexOf(listener);
-      if (at >= 0) this.listeners.splice(at, 1);
-    };
+    return this.file.onChange(listener);
   }
 
   /**

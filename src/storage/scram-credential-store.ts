@@ -9,15 +9,16 @@
  * - Several brokers share the data directory: `refresh` reads the file again (another broker altered it;
  *   cluster mode's feed says when, broker/scram-credentials.ts), in turn with this store's own writes. A
  *   file that disappeared while credentials were held is damage too, and the held ones are kept.
- * - A write that fails poisons the store (as the other stores: the next write is a FatalError), because
- *   what is on disk is then unknown.
+ * - A write that fails poisons the store (storage/shared-state-file.ts: the next write is a FatalError),
+ *   because what is on disk is then unknown.
  */
 import { join } from "node:path";
-import { CorruptStateError, FatalError } from "../errors/errors.ts";
+import { CorruptStateError } from "../errors/errors.ts";
 import type { Fs } from "../platform/fs.ts";
 import { applyPlan, type AlterationPlan, type ScramCredentialMap } from "../domain/security/scram-credentials.ts";
 import { SCRAM_MECHANISMS, type ScramCredential, type ScramMechanismName } from "../domain/security/scram.ts";
 import { ensureDir } from "./atomic-file.ts";
+import { SharedStateFile } from "./shared-state-file.ts";
 import { loadState, saveState } from "./state-file.ts";
 
 export const SCRAM_CREDENTIALS_FORMAT = "scram-credentials";
@@ -39,17 +40,24 @@ interface Body {
 type Credentials = Map<string, Map<ScramMechanismName, ScramCredential>>;
 
 export class ScramCredentialStore {
-  private credentials: Credentials;
-  private tail: Promise<unknown> = Promise.resolve();
-  private poisoned: unknown = undefined;
-  private readonly listeners: (() => void)[] = [];
+  private readonly file: SharedStateFile<Credentials>;
 
   private constructor(
-    private readonly fs: Fs,
+    fs: Fs,
     readonly path: string,
     credentials: Credentials,
   ) {
-    this.credentials = credentials;
+    this.file = new SharedStateFile(credentials, {
+      what: "the SCRAM credential store",
+      save: (next) => saveState(fs, path, SCRAM_CREDENTIALS_FORMAT, SCRAM_CREDENTIALS_VERSION, bodyOf(next)),
+      load: async (held) => {
+        const loaded = await load(fs, path);
+        if (loaded !== undefined) return loaded;
+        if (held.size === 0) return held;
+        throw new CorruptStateError(path, "the SCRAM credentials file is gone while credentials were held");
+      },
+      same: sameCredentials,
+    });
   }
 
   /** Loads the file (absent: no credentials yet); CorruptStateError if it is damaged. */
@@ -61,30 +69,17 @@ export class ScramCredentialStore {
 
   /** The user's credential for a mechanism, or undefined. */
   get(user: string, mechanism: string): ScramCredential | undefined {
-    return this.credentials.get(user)?.get(mechanism as ScramMechanismName);
+    return this.file.value.get(user)?.get(mechanism as ScramMechanismName);
   }
 
   /** Every credential held (a snapshot the caller must not change). */
   all(): ScramCredentialMap {
-    return this.credentials;
+    return this.file.value;
   }
 
   /** Makes a plan's changes durable, then serves them. Resolves once the file is renamed into place and fsynced. */
   apply(plan: Pick<AlterationPlan, "deletions" | "upsertions">): Promise<void> {
-    const run = this.tail.then(async () => {
-      if (this.poisoned !== undefined) throw new FatalError("the SCRAM credential store failed earlier; restart to recover", { cause: this.poisoned });
-      const next = applyPlan(this.credentials, plan);
-      try {
-        await saveState(this.fs, this.path, SCRAM_CREDENTIALS_FORMAT, SCRAM_CREDENTIALS_VERSION, bodyOf(next));
-      } catch (error) {
-        this.poisoned = error;
-        throw error;
-      }
-      this.credentials = next;
-      for (const listener of [...this.listeners]) listener();
-    });
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.file.change((current) => applyPlan(current, plan));
   }
 
   /**
@@ -92,27 +87,12 @@ export class ScramCredentialStore {
    * whether anything changed. A damaged or vanished file is a CorruptStateError; the credentials held stay.
    */
   refresh(): Promise<boolean> {
-    const run = this.tail.then(async () => {
-      const loaded = await load(this.fs, this.path);
-      if (loaded === undefined) {
-        if (this.credentials.size === 0) return false;
-        throw new CorruptStateError(this.path, "the SCRAM credentials file is gone while credentials were held");
-      }
-      if (sameCredentials(this.credentials, loaded)) return false;
-      this.credentials = loaded;
-      return true;
-    });
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.file.refresh();
   }
 
   /** Calls `listener` after each change this store makes is durable. Returns the function that stops it. */
   onChange(listener: () => void): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const at = this.listeners.indexOf(listener);
-      if (at >= 0) this.listeners.splice(at, 1);
-    };
+    return this.file.onChange(listener);
   }
 }
 
