@@ -122,6 +122,8 @@ export interface BrokerConfig {
    * SCRAM-SHA-256, SCRAM-SHA-512; default the two SCRAM ones (Apache's default, GSSAPI, is not served).
    */
   saslEnabledMechanisms: string[];
+  /** listener.name.<name>.sasl.enabled.mechanisms, by upper-cased listener name: that listener's mechanisms instead. */
+  listenerSaslEnabledMechanisms: Record<string, string[]>;
   /** sasl.plain.users.file (bunka's own): the PLAIN users, one `name=password` a line; needed when PLAIN is enabled. */
   saslPlainUsersFile: string | undefined;
   /** connections.max.reauth.ms: a SASL session's lifetime (KIP-368); 0, the default, never ends one. */
@@ -180,6 +182,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     superUsers: [],
     allowEveryoneIfNoAclFound: false,
     saslEnabledMechanisms: ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+    listenerSaslEnabledMechanisms: {},
     saslPlainUsersFile: undefined,
     connectionsMaxReauthMs: 0,
     connectionFailedAuthenticationDelayMs: 100,

@@ -41,8 +41,18 @@ import { CloseConnection, type ConnectionInfo } from "./handler.ts";
 
 export type SaslSettings = Pick<
   BrokerConfig,
-  "saslEnabledMechanisms" | "saslPlainUsersFile" | "connectionsMaxReauthMs" | "connectionFailedAuthenticationDelayMs" | "saslServerMaxReceiveSize"
+  "saslEnabledMechanisms" | "listenerSaslEnabledMechanisms" | "saslPlainUsersFile" | "connectionsMaxReauthMs" | "connectionFailedAuthenticationDelayMs" | "saslServerMaxReceiveSize"
 >;
+
+/** The mechanisms a listener serves: its listener.name.<name>.sasl.enabled.mechanisms, else sasl.enabled.mechanisms. */
+export function mechanismsOf(settings: Pick<SaslSettings, "saslEnabledMechanisms" | "listenerSaslEnabledMechanisms">, listenerName: string): readonly string[] {
+  return settings.listenerSaslEnabledMechanisms[listenerName.toUpperCase()] ?? settings.saslEnabledMechanisms;
+}
+
+/** Every mechanism some listener serves (sasl.enabled.mechanisms first), for the metrics' labels and PLAIN's file. */
+export function mechanismsServed(settings: Pick<SaslSettings, "saslEnabledMechanisms" | "listenerSaslEnabledMechanisms">): string[] {
+  return [...new Set([...settings.saslEnabledMechanisms, ...Object.values(settings.listenerSaslEnabledMechanisms).flat()])];
+}
 
 /** Counts for `/metrics`, by mechanism ("" when the client named none that exists). */
 export interface SaslCounts {
@@ -83,9 +93,9 @@ export class SaslAuthenticator {
    */
   static async open(fs: Fs, settings: SaslSettings, credentials: Pick<ScramCredentialStore, "get">, clock: Clock, log: Logger): Promise<SaslAuthenticator> {
     let plainUsers: Map<string, string> | undefined;
-    if (settings.saslEnabledMechanisms.includes("PLAIN")) {
+    if (mechanismsServed(settings).includes("PLAIN")) {
       const path = settings.saslPlainUsersFile;
-      if (path === undefined) throw new ConfigError("sasl.enabled.mechanisms includes PLAIN but sasl.plain.users.file is not set");
+      if (path === undefined) throw new ConfigError("PLAIN is enabled (sasl.enabled.mechanisms or listener.name.<name>.sasl.enabled.mechanisms) but sasl.plain.users.file is not set");
       let text: string;
       try {
         text = new TextDecoder("utf-8", { fatal: true }).decode(await fs.readFile(path));
@@ -106,7 +116,7 @@ export class SaslAuthenticator {
     let session = this.sessions.get(security);
     if (session === undefined) {
       session = new SaslSession({
-        enabledMechanisms: this.options.settings.saslEnabledMechanisms,
+        enabledMechanisms: mechanismsOf(this.options.settings, security.listenerName),
         maxReauthMs: this.options.settings.connectionsMaxReauthMs,
         newExchange: (mechanism) => this.newExchange(mechanism),
       });
@@ -225,7 +235,7 @@ export class SaslAuthenticator {
     if (security !== undefined && failure?.reauthentication) security.authenticated = false;
     if (failure === undefined) return;
     // The label is an enabled mechanism or "": a client's made-up names must not grow the metrics.
-    const label = failure.mechanism !== undefined && this.options.settings.saslEnabledMechanisms.includes(failure.mechanism) ? failure.mechanism : "";
+    const label = failure.mechanism !== undefined && mechanismsServed(this.options.settings).includes(failure.mechanism) ? failure.mechanism : "";
     bump(failure.reauthentication ? this.counts.failedReauthentication : this.counts.failed, label);
     const dropped = this.failureLines.admit();
     if (dropped === undefined) return;

@@ -247,6 +247,16 @@ const LISTENER_SETTINGS: readonly Setting[] = [
 
 const LISTENER_SSL_KEY = /^listener\.name\.([A-Za-z0-9_-]+)\.(ssl\..+)$/;
 
+const LISTENER_SASL_KEY = /^listener\.name\.([A-Za-z0-9_-]+)\.sasl\.enabled\.mechanisms$/;
+
+/** listener.name.<name>.sasl.enabled.mechanisms: that listener's SASL mechanisms, instead of sasl.enabled.mechanisms. */
+function listenerSaslSetting(key: string): Setting | undefined {
+  const match = LISTENER_SASL_KEY.exec(key);
+  if (match === null) return undefined;
+  const name = normaliseListenerName(match[1]!);
+  return { fileKey: key, apply: (c, v, o) => void (c.listenerSaslEnabledMechanisms = { ...c.listenerSaslEnabledMechanisms, [name]: parseSaslMechanisms(v, o) }) };
+}
+
 /** listener.name.<name>.ssl.*: the ssl.* setting of that name, for that listener only. */
 function listenerSslSetting(key: string): Setting | undefined {
   const match = LISTENER_SSL_KEY.exec(key);
@@ -428,7 +438,7 @@ export function parseConfigFile(text: string, path: string): Assignment[] {
     const key = line.slice(0, sep).trim();
     const value = line.slice(sep + 1).trim();
     if (key === "" || /\s/.test(key)) throw new ConfigError(`${where}: expected key=value, got ${quote(line)}`);
-    const setting = settingsByFileKey.get(key) ?? listenerSslSetting(key);
+    const setting = settingsByFileKey.get(key) ?? listenerSslSetting(key) ?? listenerSaslSetting(key);
     if (!setting) throw new ConfigError(`${where}: unknown key ${quote(key)}`);
     out.push({ setting, value, origin: `${where} (${key})` });
   }

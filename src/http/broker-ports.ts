@@ -40,6 +40,7 @@ import type { TopicRecord } from "../storage/topic-store.ts";
 import { lz4Kernels } from "../protocol/records/kernels.ts";
 import { formatDuration, formatMs } from "./format.ts";
 import { type BrokerMetrics, PrometheusWriter } from "./metrics.ts";
+import { mechanismsServed } from "../broker/sasl-authenticator.ts";
 import {
   OPEN_TRANSACTION_STATES,
   STORED_TRANSACTION_STATES,
@@ -375,7 +376,7 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     ];
     for (const [name, help, counts] of saslFamilies) {
       out.family(name, "counter", help);
-      for (const mechanism of this.opts.broker.services.config.saslEnabledMechanisms) out.sample(name, { mechanism }, counts.get(mechanism) ?? 0);
+      for (const mechanism of mechanismsServed(this.opts.broker.services.config)) out.sample(name, { mechanism }, counts.get(mechanism) ?? 0);
       if (counts.has("")) out.sample(name, { mechanism: "" }, counts.get("")!);
     }
     out.family("bunka_sasl_expired_sessions_closed_total", "counter", "Connections closed because a request came after their SASL session ended (connections.max.reauth.ms).");

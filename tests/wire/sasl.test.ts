@@ -350,10 +350,33 @@ test("a failed authentication is logged at info with the mechanism and reason, n
 });
 
 test("PLAIN enabled without sasl.plain.users.file, or with a malformed one, refuses the start with one line", async () => {
-  await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"] })).rejects.toThrow("sasl.enabled.mechanisms includes PLAIN but sasl.plain.users.file is not set");
+  await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"] })).rejects.toThrow("PLAIN is enabled (sasl.enabled.mechanisms or listener.name.<name>.sasl.enabled.mechanisms) but sasl.plain.users.file is not set");
   const bad = join(usersDir, "bad-users");
   writeFileSync(bad, "alice\n");
   await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"], saslPlainUsersFile: bad })).rejects.toThrow(/bad-users": line 1: expected name=password/);
+});
+
+test("listener.name.<name>.sasl.enabled.mechanisms: each SASL listener serves its own mechanisms", async () => {
+  const tb = await startTestBroker({
+    ...saslConfig(),
+    listeners: [
+      { name: "EXTERNAL", host: "127.0.0.1", port: 0 },
+      { name: "INTERNAL", host: "127.0.0.1", port: 0 },
+    ],
+    listenerSecurityProtocolMap: { EXTERNAL: "SASL_PLAINTEXT", INTERNAL: "SASL_PLAINTEXT" },
+    saslEnabledMechanisms: ["SCRAM-SHA-512"],
+    listenerSaslEnabledMechanisms: { EXTERNAL: ["PLAIN"] },
+  });
+  try {
+    const external = await WireClient.connect(tb.ports.EXTERNAL!);
+    expect(await external.request(17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: 0, mechanisms: ["PLAIN"] });
+    expect((await external.request(36, 2, { authBytes: plainToken("alice", "alice-plain") })).errorCode).toBe(0);
+    const internal = await WireClient.connect(tb.ports.INTERNAL!);
+    expect(await internal.request(17, 1, { mechanism: "PLAIN" })).toEqual({ errorCode: ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms: ["SCRAM-SHA-512"] });
+    external.close();
+  } finally {
+    await tb.stop();
+  }
 });
 
 describe("the failed-authentication delay", () => {

@@ -46,6 +46,13 @@ describe("SASL keys", () => {
     expect(configError("sasl.server.max.receive.size=0\n")).toContain("sasl.server.max.receive.size");
   });
 
+  test("listener.name.<name>.sasl.enabled.mechanisms: per listener, the name upper-cased; unknown mechanisms refused", () => {
+    const c = withFile("listener.name.external.sasl.enabled.mechanisms=PLAIN\nlistener.name.INTERNAL.sasl.enabled.mechanisms=SCRAM-SHA-512\n");
+    expect(c.listenerSaslEnabledMechanisms).toEqual({ EXTERNAL: ["PLAIN"], INTERNAL: ["SCRAM-SHA-512"] });
+    expect(c.saslEnabledMechanisms).toEqual(["SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    expect(configError("listener.name.external.sasl.enabled.mechanisms=GSSAPI\n")).toContain("listener.name.external.sasl.enabled.mechanisms");
+  });
+
   test("negative durations are refused", () => {
     expect(configError("connections.max.reauth.ms=-1\n")).toContain("connections.max.reauth.ms");
     expect(configError("connection.failed.authentication.delay.ms=-5\n")).toContain("connection.failed.authentication.delay.ms");
