@@ -21,6 +21,7 @@ import type { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
 import type { PartitionManager } from "./partitions.ts";
 import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
+import { AclOperation } from "../domain/security/acl.ts";
 
 export interface BrokerServices {
   config: BrokerConfig;
@@ -72,18 +73,7 @@ export interface BrokerServices {
 }
 
 /** ACL operation codes (Apache's AclOperation) for the authorized-operations bitfields. */
-const aclOperation = {
-  READ: 3,
-  WRITE: 4,
-  CREATE: 5,
-  DELETE: 6,
-  ALTER: 7,
-  DESCRIBE: 8,
-  CLUSTER_ACTION: 9,
-  DESCRIBE_CONFIGS: 10,
-  ALTER_CONFIGS: 11,
-  IDEMPOTENT_WRITE: 12,
-} as const;
+const aclOperation = AclOperation;
 
 const bits = (ops: number[]) => ops.reduce((acc, op) => acc | (1 << op), 0);
 
