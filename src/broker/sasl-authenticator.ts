@@ -4,7 +4,11 @@
  * rules are the per-connection state machine (domain/security/sasl-session.ts); this module keeps one
  * session per connection (by its ConnectionSecurity, so nothing is left behind when the connection goes),
  * makes the mechanisms' exchanges (PLAIN against sasl.plain.users.file, SCRAM against the credential
- * store), and does what the state machine asks of the connection:
+ * store), and does what the state machine asks of the connection. The PLAIN users file is read at start
+ * (a bad one refuses it) and again when it changed (modification time or size, looked at by a PLAIN
+ * handshake at most once a second); a changed file that cannot be used is logged once and the users held
+ * are kept, so that a half-written file never locks everyone out.
+ *
  *
  * - success: the ConnectionSecurity gets the principal (User:<name>), `authenticated`, the mechanism and
  *   the session's end (connections.max.reauth.ms);
@@ -68,6 +72,10 @@ export interface SaslAuthenticatorOptions {
   settings: SaslSettings;
   /** The PLAIN users (name -> password); needed when PLAIN is enabled. */
   plainUsers: ReadonlyMap<string, string> | undefined;
+  /** Where sasl.plain.users.file is read again from when it changes; absent, never. */
+  fs?: Fs;
+  /** The users file's version (modification time and size) when `plainUsers` was read. */
+  plainUsersVersion?: string;
   credentials: Pick<ScramCredentialStore, "get">;
   clock: Clock;
   log: Logger;
@@ -81,10 +89,16 @@ const EMPTY = new Uint8Array(0);
 export class SaslAuthenticator {
   private readonly sessions = new WeakMap<ConnectionSecurity, SaslSession>();
   private readonly failureLines: LogRateLimit;
+  private plainUsers: ReadonlyMap<string, string> | undefined;
+  private plainUsersVersion: string | undefined;
+  private plainUsersCheckedAtMs = Number.NEGATIVE_INFINITY;
   readonly counts: SaslCounts = { authenticated: new Map(), reauthenticated: new Map(), failed: new Map(), failedReauthentication: new Map(), expiredSessionsClosed: 0 };
 
   constructor(private readonly options: SaslAuthenticatorOptions) {
     this.failureLines = new LogRateLimit(20, 10_000, () => options.clock.monotonicMs());
+    this.plainUsers = options.plainUsers;
+    this.plainUsersVersion = options.plainUsersVersion;
+    this.plainUsersCheckedAtMs = options.clock.monotonicMs();
   }
 
   /**
@@ -93,11 +107,13 @@ export class SaslAuthenticator {
    */
   static async open(fs: Fs, settings: SaslSettings, credentials: Pick<ScramCredentialStore, "get">, clock: Clock, log: Logger): Promise<SaslAuthenticator> {
     let plainUsers: Map<string, string> | undefined;
+    let plainUsersVersion: string | undefined;
     if (mechanismsServed(settings).includes("PLAIN")) {
       const path = settings.saslPlainUsersFile;
       if (path === undefined) throw new ConfigError("PLAIN is enabled (sasl.enabled.mechanisms or listener.name.<name>.sasl.enabled.mechanisms) but sasl.plain.users.file is not set");
       let text: string;
       try {
+        plainUsersVersion = versionOf(await fs.stat(path));
         text = new TextDecoder("utf-8", { fatal: true }).decode(await fs.readFile(path));
       } catch (error) {
         throw new ConfigError(`sasl.plain.users.file ${JSON.stringify(path)} cannot be read: ${(error as Error).message ?? String(error)}`);
@@ -106,7 +122,7 @@ export class SaslAuthenticator {
       if (!parsed.ok) throw new ConfigError(`sasl.plain.users.file ${JSON.stringify(path)}: ${parsed.reason}`);
       plainUsers = parsed.users;
     }
-    return new SaslAuthenticator({ settings, plainUsers, credentials, clock, log });
+    return new SaslAuthenticator({ settings, plainUsers, credentials, clock, log, fs, ...(plainUsersVersion === undefined ? {} : { plainUsersVersion }) });
   }
 
   /** The SASL session of a connection on a SASL_* listener, made at its first request; undefined for others. */
@@ -148,6 +164,9 @@ export class SaslAuthenticator {
     if (session === undefined) return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms: [] };
     const outcome = session.handshake(mechanism, version, this.options.clock.monotonicMs());
     const response = { errorCode: outcome.errorCode, mechanisms: outcome.mechanisms };
+    // After the state moved (a pipelined SaslAuthenticate finds it moved), before the answer (the
+    // client's token comes after it, and is checked against the file as it is now).
+    if (outcome.errorCode === ErrorCode.NONE && mechanism === "PLAIN") await this.refreshPlainUsers();
     if (outcome.close) await this.refuse(connection, outcome.failure);
     return response;
   }
@@ -191,8 +210,12 @@ export class SaslAuthenticator {
 
   private newExchange(mechanism: string): SaslServerExchange {
     if (mechanism === "PLAIN") {
-      const users = this.options.plainUsers;
-      return new PlainServer({ verify: (user, password) => users !== undefined && users.has(user) && passwordsEqual(users.get(user)!, password) });
+      return new PlainServer({
+        verify: (user, password) => {
+          const users = this.plainUsers;
+          return users !== undefined && users.has(user) && passwordsEqual(users.get(user)!, password);
+        },
+      });
     }
     const info = scramMechanism(mechanism);
     if (info === undefined) throw new Error(`no exchange for the SASL mechanism ${mechanism}`);
@@ -201,6 +224,36 @@ export class SaslAuthenticator {
       credentialOf: (user) => this.options.credentials.get(user, mechanism),
       serverNonce: this.options.serverNonce ?? (() => randomBytes(24).toString("base64")),
     });
+  }
+
+  /** Reads sasl.plain.users.file again when it changed; at most once a second. */
+  private async refreshPlainUsers(): Promise<void> {
+    const { fs, settings, clock, log } = this.options;
+    const path = settings.saslPlainUsersFile;
+    if (fs === undefined || path === undefined) return;
+    const nowMs = clock.monotonicMs();
+    if (nowMs - this.plainUsersCheckedAtMs < 1000) return;
+    this.plainUsersCheckedAtMs = nowMs;
+    let version: string;
+    try {
+      version = versionOf(await fs.stat(path));
+    } catch (error) {
+      version = `unreadable: ${String(error)}`;
+    }
+    if (version === this.plainUsersVersion) return;
+    this.plainUsersVersion = version;
+    let parsed: ReturnType<typeof parsePlainUsers>;
+    try {
+      parsed = parsePlainUsers(new TextDecoder("utf-8", { fatal: true }).decode(await fs.readFile(path)));
+    } catch (error) {
+      parsed = { ok: false, reason: `cannot be read: ${(error as Error).message ?? String(error)}` };
+    }
+    if (!parsed.ok) {
+      log.warn("sasl.plain.users.file changed but cannot be used; keeping the previous PLAIN users", { path, reason: parsed.reason });
+      return;
+    }
+    this.plainUsers = parsed.users;
+    log.info("sasl.plain.users.file read again", { path, users: parsed.users.size });
   }
 
   private succeeded(connection: ConnectionInfo, session: SaslAuthenticated): void {
@@ -254,6 +307,10 @@ export class SaslAuthenticator {
     if (delayMs <= 0) return Promise.resolve();
     return new Promise((resolve) => (this.options.timers ?? systemTimers).after(delayMs, resolve));
   }
+}
+
+function versionOf(stat: { mtimeMs: number; size: number } | undefined): string {
+  return stat === undefined ? "missing" : `${stat.mtimeMs}:${stat.size}`;
 }
 
 function bump(counts: Map<string, number>, key: string): void {

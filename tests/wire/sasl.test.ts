@@ -349,6 +349,39 @@ test("a failed authentication is logged at info with the mechanism and reason, n
   }
 });
 
+test("sasl.plain.users.file is read again when it changes (at most once a second); a broken change keeps the users held", async () => {
+  const file = join(usersDir, "reloaded-users");
+  writeFileSync(file, "alice=one\n");
+  const clock = new ManualClock();
+  const warnings: string[] = [];
+  const log = { debug() {}, info() {}, warn: (m: string) => void warnings.push(m), error() {} };
+  const tb = await startTestBroker({ ...saslConfig(), saslPlainUsersFile: file }, { clock, log });
+  let id = 1;
+  const login = async (user: string, password: string) => {
+    const conn = { id: id++, remoteAddress: "x", close() {}, security: { listenerName: "SASL", securityProtocol: "SASL_PLAINTEXT" as const, principal: ANONYMOUS_PRINCIPAL, authenticated: false } };
+    const w = new Writer();
+    encodeRequestHeader(w, requestHeaderVersion(17, 1), { requestApiKey: 17, requestApiVersion: 1, correlationId: 1, clientId: "t" });
+    apiCodecsByKey.get(17)!.encodeRequest(w, 1, { mechanism: "PLAIN" });
+    await tb.broker.dispatch(w.finish(), conn);
+    await tb.broker.services.sasl.authenticate(plainToken(user, password), conn);
+    return conn.security.authenticated;
+  };
+  try {
+    expect(await login("alice", "one")).toBe(true);
+    writeFileSync(file, "alice=two\nbob=bob-pw\n");
+    expect(await login("bob", "bob-pw")).toBe(false); // not looked at again within the second
+    clock.advance(1000);
+    expect(await login("bob", "bob-pw")).toBe(true);
+    expect(await login("alice", "one")).toBe(false);
+    writeFileSync(file, "alice=two\nbroken line\n");
+    clock.advance(1000);
+    expect(await login("alice", "two")).toBe(true);
+    expect(warnings).toEqual(["sasl.plain.users.file changed but cannot be used; keeping the previous PLAIN users"]);
+  } finally {
+    await tb.stop();
+  }
+});
+
 test("PLAIN enabled without sasl.plain.users.file, or with a malformed one, refuses the start with one line", async () => {
   await expect(startTestBroker({ saslEnabledMechanisms: ["PLAIN"] })).rejects.toThrow("PLAIN is enabled (sasl.enabled.mechanisms or listener.name.<name>.sasl.enabled.mechanisms) but sasl.plain.users.file is not set");
   const bad = join(usersDir, "bad-users");
