@@ -76,7 +76,8 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
       const autoCreate = config.autoCreateTopicsEnable && (version < 4 || request.allowAutoTopicCreation);
       const answered: MetadataResponse_MetadataResponseTopicInit[] = [];
       const { authorizer } = services;
-      const describable = (name: string) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name);
+      // Refusals are logged for topics the request names, not for the all-topics answer's filter.
+      const describable = (name: string) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, { quiet: allTopics });
       const describe = (topic: TopicRecord) =>
         describeTopic(topic, includeOps ? authorizer.authorizedOperations(ctx, ResourceType.TOPIC, topic.name) : AUTHORIZED_OPERATIONS_OMITTED);
       if (allTopics) {
@@ -109,7 +110,7 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
             answered.push(missingTopic(ErrorCode.INVALID_TOPIC_EXCEPTION, name));
           } else if (
             autoCreate &&
-            !authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) &&
+            !authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, { quiet: true }) &&
             !authorizer.allows(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
           ) {
             answered.push(missingTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name));

@@ -83,7 +83,7 @@ export function offsetFetchHandler(services: BrokerServices): Handler<OffsetFetc
           const asked = q.topics === null ? null : q.topics.filter((t) => describable.has(t.name));
           const outcome = await services.groups.fetchOffsets(q.groupId, asked, requireStable);
           if (outcome.errorCode !== ErrorCode.NONE) return { groupId: q.groupId, errorCode: outcome.errorCode, topics: [] };
-          const shown = q.topics === null ? outcome.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)) : outcome.topics;
+          const shown = q.topics === null ? outcome.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, { quiet: true })) : outcome.topics;
           const denied = (q.topics ?? []).filter((t) => !describable.has(t.name));
           return {
             groupId: q.groupId,

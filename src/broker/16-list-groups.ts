@@ -25,10 +25,10 @@ export function listGroupsHandler(services: BrokerServices): Handler<ListGroupsR
     handle(request, ctx) {
       const version = ctx.apiVersion;
       const { authorizer } = services;
-      const everyGroup = authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME);
+      const everyGroup = authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, { quiet: true });
       const groups = services.groups
         .listGroups(version >= 4 ? request.statesFilter : [], version >= 5 ? request.typesFilter : [])
-        .filter((g) => everyGroup || authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.groupId));
+        .filter((g) => everyGroup || authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.groupId, { quiet: true }));
       return {
         throttleTimeMs: 0,
         errorCode: ErrorCode.NONE,

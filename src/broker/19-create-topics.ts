@@ -141,10 +141,10 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
     // whose configs the principal may not DESCRIBE_CONFIGS is answered without them (topic config error).
     const { authorizer } = services;
     const names = request.topics.map((t) => t.name);
-    const creatable = authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    const creatable = authorizer.allows(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, { quiet: true })
       ? new Set(names)
       : authorizer.allowedNames(ctx, AclOperation.CREATE, ResourceType.TOPIC, names);
-    const configsVisible = authorizer.allowedNames(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names);
+    const configsVisible = authorizer.allowedNames(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, { quiet: true });
     const push = (result: CreateTopicsResponse_CreatableTopicResultInit) =>
       results.push(configsVisible.has(result.name!) || result.errorCode !== ErrorCode.NONE ? result : { ...result, topicConfigErrorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, configs: null });
     for (const topic of request.topics) {

@@ -69,7 +69,7 @@ export function writeTxnMarkersHandler(services: BrokerServices): Handler<WriteT
     maxVersion: 1,
     async handle(request, ctx) {
       const { authorizer } = services;
-      if (!authorizer.allows(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME) && !authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)) {
+      if (!authorizer.allows(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, { quiet: true }) && !authorizer.allows(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)) {
         return this.errorResponse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx.apiVersion);
       }
       const results: Results = new Map();

@@ -30,7 +30,7 @@ export function describeTransactionsHandler(services: BrokerServices): Handler<D
       const describeOne = async (id: string) => {
         if (!authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, id)) return this.errorResponse({ transactionalIds: [id] }, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion).transactionStates![0]!;
         const described = await txn.describe(id);
-        return { ...described, topics: described.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)) };
+        return { ...described, topics: described.topics.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic, { quiet: true })) };
       };
       return { throttleTimeMs: 0, transactionStates: await Promise.all(request.transactionalIds.map(describeOne)) };
     },

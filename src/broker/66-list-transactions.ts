@@ -29,7 +29,7 @@ export function listTransactionsHandler(services: BrokerServices): Handler<ListT
     async handle(request, ctx) {
       const listed = await txn.list(request.stateFilters, request.producerIdFilters, ctx.apiVersion >= 1 ? request.durationFilter : -1);
       const { authorizer } = services;
-      const transactionStates = listed.transactionStates.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactionalId));
+      const transactionStates = listed.transactionStates.filter((t) => authorizer.allows(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactionalId, { quiet: true }));
       return { throttleTimeMs: 0, ...listed, transactionStates };
     },
     errorResponse(_request, errorCode) {

@@ -18,10 +18,14 @@ import {
   type AclBindingFilter,
   CLUSTER_NAME,
   filterMatches,
+  operationName,
   operationsBitField,
+  resourceTypeName,
   ResourceType,
   SUPPORTED_OPERATIONS,
 } from "../domain/security/acl.ts";
+import { LogRateLimit } from "../platform/log-rate-limit.ts";
+import { apiCodecsByKey } from "../protocol/generated/index.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Fs } from "../platform/fs.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -40,6 +44,18 @@ const CONFIG_RESOURCE_GROUP = 32;
 export interface AclAnnouncer {
   announceAcls(): Promise<void>;
 }
+
+/**
+ * A check whose refusal is not logged: the request did not name the resource itself (a filter of what
+ * to show, as Apache's logIfDenied = false: all topics in Metadata, ListGroups, ...).
+ */
+export interface CheckOptions {
+  quiet?: boolean;
+}
+
+/** Denials logged per window (Apache logs each to kafka.authorizer.logger at INFO; bunka bounds them). */
+const DENIAL_LINES_MAX = 20;
+const DENIAL_WINDOW_MS = 10_000;
 
 /** Names a check allowed: `has` is all a handler asks of it. */
 export interface NameSet {
@@ -62,26 +78,32 @@ function hostAddress(remoteAddress: string): string {
 export class BrokerAuthorizer {
   private data: AclAuthorizerData;
   private announcer: AclAnnouncer | undefined;
+  private readonly denialLines: LogRateLimit;
 
   private constructor(
     /** Undefined when no authorizer is configured: nothing is checked, and no ACL file is read. */
     private readonly store: AclStore | undefined,
     private readonly config: Pick<BrokerConfig, "superUsers" | "allowEveryoneIfNoAclFound">,
     private readonly log: Logger,
+    monotonicMs: () => number,
   ) {
     this.data = this.snapshot();
+    this.denialLines = new LogRateLimit(DENIAL_LINES_MAX, DENIAL_WINDOW_MS, monotonicMs);
   }
 
-  /** Opens the ACL store when an authorizer is configured (a damaged file is a CorruptStateError). */
-  static async open(fs: Fs, config: BrokerConfig, log: Logger): Promise<BrokerAuthorizer> {
+  /**
+   * Opens the ACL store when an authorizer is configured (a damaged file is a CorruptStateError).
+   * `monotonicMs` paces the log lines of denials.
+   */
+  static async open(fs: Fs, config: BrokerConfig, log: Logger, monotonicMs: () => number = () => performance.now()): Promise<BrokerAuthorizer> {
     const store = config.authorizerClassName === undefined ? undefined : await AclStore.open(fs, config.dataDir);
     if (store !== undefined) log.info("authorizer on", { class: config.authorizerClassName, acls: store.list().length, superUsers: config.superUsers });
-    return new BrokerAuthorizer(store, config, log);
+    return new BrokerAuthorizer(store, config, log, monotonicMs);
   }
 
   /** A broker without an authorizer (tests building services by hand). */
   static disabled(log: Logger): BrokerAuthorizer {
-    return new BrokerAuthorizer(undefined, { superUsers: [], allowEveryoneIfNoAclFound: false }, log);
+    return new BrokerAuthorizer(undefined, { superUsers: [], allowEveryoneIfNoAclFound: false }, log, () => 0);
   }
 
   get enabled(): boolean {
@@ -93,17 +115,23 @@ export class BrokerAuthorizer {
     this.announcer = announcer;
   }
 
-  /** Whether the request's principal may perform `operation` on the named resource. */
-  allows(ctx: RequestContext, operation: number, resourceType: number, resourceName: string): boolean {
+  /**
+   * Whether the request's principal may perform `operation` on the named resource. A refusal is logged
+   * (rate-limited, as Apache's authorizer logs it) unless `quiet`.
+   */
+  allows(ctx: RequestContext, operation: number, resourceType: number, resourceName: string, options: CheckOptions = {}): boolean {
     if (this.store === undefined) return true;
-    return this.data.authorize(identityOf(ctx), { operation, resourceType, resourceName });
+    const who = identityOf(ctx);
+    if (this.data.authorize(who, { operation, resourceType, resourceName })) return true;
+    if (options.quiet !== true) this.logDenial(ctx, who, operation, resourceType, resourceName);
+    return false;
   }
 
   /** The names among `names` the principal may perform `operation` on (Apache's filterByAuthorized). */
-  allowedNames(ctx: RequestContext, operation: number, resourceType: number, names: Iterable<string>): NameSet {
+  allowedNames(ctx: RequestContext, operation: number, resourceType: number, names: Iterable<string>, options: CheckOptions = {}): NameSet {
     if (this.store === undefined) return EVERY_NAME;
     const allowed = new Set<string>();
-    for (const name of names) if (!allowed.has(name) && this.allows(ctx, operation, resourceType, name)) allowed.add(name);
+    for (const name of names) if (!allowed.has(name) && this.allows(ctx, operation, resourceType, name, options)) allowed.add(name);
     return allowed;
   }
 
@@ -179,6 +207,20 @@ export class BrokerAuthorizer {
     const changed = await this.store.refresh();
     if (changed) this.data = this.snapshot();
     return changed;
+  }
+
+  private logDenial(ctx: RequestContext, who: RequestIdentity, operation: number, resourceType: number, resourceName: string): void {
+    const dropped = this.denialLines.admit();
+    if (dropped === undefined) return;
+    const apiKey = ctx.header?.requestApiKey;
+    this.log.info("authorization denied", {
+      principal: who.principal,
+      host: who.host,
+      operation: operationName(operation),
+      resource: `${resourceTypeName(resourceType)}:${resourceName}`,
+      request: apiKey === undefined ? "" : (apiCodecsByKey.get(apiKey)?.name ?? String(apiKey)),
+      ...(dropped > 0 ? { linesDropped: dropped } : {}),
+    });
   }
 
   private async announce(): Promise<void> {

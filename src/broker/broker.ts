@@ -162,7 +162,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   config.topicConfigDefaults = brokerConfigs.topicDefaults();
   config.cleaner = brokerConfigs.cleaner();
   // ACLs, when an authorizer is configured: a damaged ACL file refuses the start (CorruptStateError).
-  const authorizer = await BrokerAuthorizer.open(fs, config, log);
+  const authorizer = await BrokerAuthorizer.open(fs, config, log, () => clock.monotonicMs());
   // SCRAM credentials (a damaged file refuses the start) and SASL (PLAIN's users file read now).
   const scramCredentials = new ScramCredentialService(await ScramCredentialStore.open(fs, config.dataDir), log);
   const sasl = await SaslAuthenticator.open(fs, config, scramCredentials.store, clock, log);

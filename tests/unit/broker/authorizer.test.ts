@@ -57,6 +57,23 @@ describe("BrokerAuthorizer", () => {
     expect(authorizer.allows(ctx("1.2.3.4", "User:alice"), Op.ALTER, Res.CLUSTER, "kafka-cluster")).toBe(false);
   });
 
+  test("a refusal is logged with the principal, host, operation, resource and request, at most 20 per 10 s; quiet checks are not", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = { ...silentLogger, info: (message: string, fields?: Record<string, unknown>) => void (message === "authorization denied" && lines.push(fields ?? {})) };
+    let nowMs = 0;
+    const authorizer = await BrokerAuthorizer.open(new MemoryFs(), config({ authorizerClassName: STANDARD_AUTHORIZER_CLASS }), log, () => nowMs);
+    const fetch = { ...ctx("10.0.0.1", "User:bob"), header: { requestApiKey: 1 } } as unknown as RequestContext;
+    expect(authorizer.allows(fetch, Op.READ, Res.TOPIC, "orders")).toBe(false);
+    expect(lines).toEqual([{ principal: "User:bob", host: "10.0.0.1", operation: "READ", resource: "TOPIC:orders", request: "Fetch" }]);
+    expect(authorizer.allows(fetch, Op.DESCRIBE, Res.TOPIC, "orders", { quiet: true })).toBe(false);
+    expect(lines.length).toBe(1);
+    for (let i = 0; i < 30; i++) authorizer.allows(fetch, Op.READ, Res.TOPIC, `t${i}`);
+    expect(lines.length).toBe(20);
+    nowMs = 10_000;
+    authorizer.allows(fetch, Op.READ, Res.TOPIC, "later");
+    expect(lines.at(-1)).toMatchObject({ resource: "TOPIC:later", linesDropped: 11 });
+  });
+
   test("a damaged ACL file refuses the start", async () => {
     const fs = new MemoryFs();
     await fs.mkdirp("/data/__cluster");
