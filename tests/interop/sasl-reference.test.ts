@@ -1,11 +1,12 @@
 /**
  * SASL with raw frames, scenario by scenario, against bunka and (SASL_REFERENCE=1) against Apache Kafka
  * 4.1.1 configured alike (a PLAINTEXT listener for administration, a SASL_PLAINTEXT one with PLAIN and
- * SCRAM-SHA-256/512, the PLAIN user alice), and the outcomes compared: each answer's error code and message
+ * SCRAM-SHA-256/512, the PLAIN users alice and bob, sessions of 60 s), and the outcomes compared: each answer's error code and message
  * (the mechanism lists sorted: Apache's come from a hash set), and whether the broker closed the
  * connection after it. The scenarios: a request before authentication, ApiVersions twice, an unknown
  * mechanism, PLAIN right, wrong, malformed and with another authzid, SaslAuthenticate before a handshake
- * and after authentication, a handshake during an exchange and after authentication, SCRAM for an
+ * and after authentication, a handshake during an exchange and after authentication (a re-authentication:
+ * renewed, refused when too soon, refused for another user), SCRAM for an
  * unknown user, with a wrong password and right (the server-first's shape), the two SASL APIs on the
  * PLAINTEXT listener, and AlterUserScramCredentials / DescribeUserScramCredentials refusals.
  */
@@ -107,6 +108,23 @@ const scenarios: Record<string, (t: Target) => Promise<Outcome>> = {
     await c.request(17, 1, { mechanism: "PLAIN" });
     return [answer(await c.request(36, 2, { authBytes: plainToken("alice", "") })), await closedSoon(c)];
   },
+  "re-authentication: the same user, then too soon, then another user": async (t) => {
+    const c = await WireClient.connect(t.sasl);
+    await c.request(17, 1, { mechanism: "PLAIN" });
+    await c.request(36, 2, { authBytes: plainToken("alice", "alice-plain") });
+    const again = await c.request(17, 1, { mechanism: "PLAIN" });
+    const renewed = await c.request(36, 2, { authBytes: plainToken("alice", "alice-plain") });
+    const tooSoon = await c.request(17, 1, { mechanism: "PLAIN" });
+    return [answer(again), { ...answer(renewed), sessionLifetimeMs: renewed.sessionLifetimeMs }, answer(tooSoon), await closedSoon(c)];
+  },
+  "re-authentication as another user": async (t) => {
+    const c = await WireClient.connect(t.sasl);
+    await c.request(17, 1, { mechanism: "PLAIN" });
+    await c.request(36, 2, { authBytes: plainToken("alice", "alice-plain") });
+    await c.request(17, 1, { mechanism: "PLAIN" });
+    const other = await attempt(c.request(36, 2, { authBytes: plainToken("bob", "bob-plain") }));
+    return [other === "closed" ? "closed" : answer(other), await closedSoon(c)];
+  },
   "SaslAuthenticate before a handshake": async (t) => {
     const c = await WireClient.connect(t.sasl);
     const r = await attempt(c.request(36, 2, { authBytes: plainToken("alice", "alice-plain") }));
@@ -192,7 +210,7 @@ let bunkaOutcomes: Record<string, Outcome>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "bunka-sasl-ref-"));
   const users = join(dir, "plain-users");
-  writeFileSync(users, "alice=alice-plain\n");
+  writeFileSync(users, "alice=alice-plain\nbob=bob-plain\n");
   bunka = await startTestBroker({
     listeners: [
       { name: "PLAINTEXT", host: "127.0.0.1", port: 0 },
@@ -201,6 +219,7 @@ beforeAll(async () => {
     listenerSecurityProtocolMap: { PLAINTEXT: "PLAINTEXT", SASL_PLAINTEXT: "SASL_PLAINTEXT" },
     saslEnabledMechanisms: ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
     saslPlainUsersFile: users,
+    connectionsMaxReauthMs: 60_000,
   });
   const target = { admin: bunka.ports.PLAINTEXT!, sasl: bunka.ports.SASL_PLAINTEXT! };
   await createScramUser(target.admin);
@@ -223,6 +242,13 @@ describe("bunka", () => {
     expect(bunkaOutcomes["SCRAM-SHA-512, wrong password"]).toEqual([{ errorCode: 0, errorMessage: "" }, { errorCode: 58, errorMessage: generic }, true]);
     expect(bunkaOutcomes["SCRAM-SHA-512, right password"]).toEqual([{ errorCode: 0, errorMessage: "" }, "r=<client nonce><server nonce>,s=<salt>,i=4096", { errorCode: 0, errorMessage: "" }, true, false]);
     expect(bunkaOutcomes["SaslAuthenticate before a handshake"]).toEqual(["closed"]);
+    expect(bunkaOutcomes["re-authentication: the same user, then too soon, then another user"]).toEqual([
+      { errorCode: 0, mechanisms: ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] },
+      { errorCode: 0, errorMessage: "", sessionLifetimeMs: 60_000 },
+      { errorCode: 34, mechanisms: [] },
+      false,
+    ]);
+    expect(bunkaOutcomes["re-authentication as another user"]).toEqual([{ errorCode: 58, errorMessage: "Cannot change principals during re-authentication from User.alice: User.bob" }, true]);
   });
 });
 
@@ -253,7 +279,8 @@ describe.if(REFERENCE)("the same against Apache Kafka 4.1.1", () => {
 function saslServerProperties(): Record<string, string> {
   return {
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-plain";',
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-plain" user_bob="bob-plain";',
+    "connections.max.reauth.ms": "60000",
     "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
   };
