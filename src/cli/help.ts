@@ -166,6 +166,7 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
     ssl.truststore.location, ssl.client.auth, listener.name.<name>.ssl.*
                                       (TLS with PEM files; reloaded without a restart)
     sasl.enabled.mechanisms           (default SCRAM-SHA-256,SCRAM-SHA-512; PLAIN too)
+    listener.name.<name>.sasl.enabled.mechanisms, sasl.server.max.receive.size
     connections.max.reauth.ms, connection.failed.authentication.delay.ms
     authorizer.class.name, super.users, allow.everyone.if.no.acl.found
                                       (ACLs, off unless authorizer.class.name is set)
