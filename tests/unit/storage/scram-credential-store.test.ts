@@ -86,6 +86,27 @@ describe("ScramCredentialStore", () => {
     expect(mine.get("carol", "SCRAM-SHA-256")).toBeDefined();
   });
 
+  test("a crash at every file operation of an alteration leaves the old credentials or the new ones, never damage", async () => {
+    let completed = false;
+    for (let n = 0; !completed; n++) {
+      if (n > 200) throw new Error("the alteration never completed");
+      const fs = new MemoryFs();
+      const store = await ScramCredentialStore.open(fs, "/data");
+      await store.apply(planAlteration(store.all(), [], [up("alice")]));
+      fs.haltAfterOps(n);
+      try {
+        await store.apply(planAlteration(store.all(), [{ name: "alice", mechanism: 1 }], [up("bob", SHA512)]));
+        completed = true;
+      } catch {
+        // halted: the process "dies" here
+      }
+      fs.crash();
+      const users = [...(await ScramCredentialStore.open(fs, "/data")).all().keys()];
+      if (completed) expect(users).toEqual(["bob"]);
+      else expect([["alice"], ["bob"]]).toContainEqual(users);
+    }
+  });
+
   test("a failed fsync fails the alteration, nothing changes in memory, and the store refuses further writes", async () => {
     const fs = new MemoryFs();
     const store = await ScramCredentialStore.open(fs, "/data");
