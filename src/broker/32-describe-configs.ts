@@ -77,6 +77,7 @@ import type {
   DescribeConfigsResponse_DescribeConfigsSynonymInit,
 } from "../protocol/generated/describe-configs-response.ts";
 import { type BrokerConfig, defaultBrokerConfig } from "./config.ts";
+import { BrokerAuthorizer } from "./authorizer.ts";
 import type { Handler } from "./handler.ts";
 import type { BrokerServices } from "./services.ts";
 
@@ -481,7 +482,7 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
       const results = request.resources.map((resource): DescribeConfigsResponse_DescribeConfigsResultInit => {
         // Authorization (broker/authorizer.ts): DESCRIBE_CONFIGS on the topic, the group or the cluster.
         const refused = services.authorizer.configResourceError(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resourceType, resource.resourceName);
-        if (refused !== ErrorCode.NONE) return failure(resource, refused, null);
+        if (refused !== ErrorCode.NONE) return failure(resource, refused, BrokerAuthorizer.configRefusalMessage(refused));
         const described = describe(resource);
         if (!Array.isArray(described)) return described;
         const keys = resource.configurationKeys;

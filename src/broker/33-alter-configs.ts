@@ -41,6 +41,7 @@ import {
   requestedConfigsProblem,
   staticBrokerConfigsProblem,
 } from "./config-changes.ts";
+import { BrokerAuthorizer } from "./authorizer.ts";
 import type { Handler, RequestContext } from "./handler.ts";
 import { underGate } from "./metadata-mutations.ts";
 import type { BrokerServices } from "./services.ts";
@@ -92,7 +93,7 @@ export function alterConfigsHandler(
     // resources), else that resource's *_AUTHORIZATION_FAILED, before anything else about it is checked.
     responses: await alterEachResource(request.resources, async (resource) => {
       const refused = services.authorizer.configResourceError(ctx, AclOperation.ALTER_CONFIGS, resource.resourceType, resource.resourceName);
-      return refused !== ErrorCode.NONE ? { errorCode: refused, errorMessage: null } : alter(resource, request.validateOnly);
+      return refused !== ErrorCode.NONE ? { errorCode: refused, errorMessage: BrokerAuthorizer.configRefusalMessage(refused) } : alter(resource, request.validateOnly);
     }),
   });
 

@@ -40,6 +40,13 @@ const CONFIG_RESOURCE_BROKER_LOGGER = 8;
 const CONFIG_RESOURCE_CLIENT_METRICS = 16;
 const CONFIG_RESOURCE_GROUP = 32;
 
+/** Apache's messages of the authorization errors (Errors.message()). */
+const AUTHORIZATION_FAILED_MESSAGES: Readonly<Record<number, string>> = {
+  [ErrorCode.TOPIC_AUTHORIZATION_FAILED]: "Topic authorization failed.",
+  [ErrorCode.GROUP_AUTHORIZATION_FAILED]: "Group authorization failed.",
+  [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]: "Cluster authorization failed.",
+};
+
 /** Where an ACL change is announced to the other brokers (cluster/acl-feed.ts); absent: single-broker mode. */
 export interface AclAnnouncer {
   announceAcls(): Promise<void>;
@@ -167,6 +174,11 @@ export class BrokerAuthorizer {
       default:
         return ErrorCode.NONE;
     }
+  }
+
+  /** The message Apache gives a config resource's refusal: the error's own ("Topic authorization failed."). */
+  static configRefusalMessage(errorCode: number): string | null {
+    return AUTHORIZATION_FAILED_MESSAGES[errorCode] ?? null;
   }
 
   /** The ACLs a filter matches (DescribeAcls). */

@@ -153,10 +153,13 @@ async function refusals(bootstrap: string): Promise<unknown[]> {
   await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Read", "--group", "g"]);
   await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Describe", "--group", "gd"]);
   await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Write", "--transactional-id", "tx"]);
+  await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Read", "--operation", "DescribeConfigs", "--operation", "AlterConfigs", "--operation", "Alter", "--topic", "r"]);
+  await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Delete", "--group", "gdel"]);
+  await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Describe", "--transactional-id", "txd"]);
   const [host, port] = bootstrap.split(":");
   const c = await WireClient.connect(Number(port), host);
   try {
-    const created = await c.request(19, 7, { topics: ["t", "u", "v"].map((name) => ({ name, numPartitions: 1, replicationFactor: 1, assignments: [], configs: [] })), timeoutMs: 10000, validateOnly: false });
+    const created = await c.request(19, 7, { topics: ["t", "u", "v", "r"].map((name) => ({ name, numPartitions: 1, replicationFactor: 1, assignments: [], configs: [] })), timeoutMs: 10000, validateOnly: false });
     const out: unknown[] = [["create topics", created.topics.map((t: { name: string; errorCode: number }) => [t.name, t.errorCode])]];
     const produce = await c.request(0, 9, { transactionalId: null, acks: -1, timeoutMs: 5000, topicData: ["t", "v"].map((name) => ({ name, partitionData: [{ index: 0, records: buildBatch({ records: [{ value: "x" }] }) }] })) });
     // Only the refused topic: Apache's new topic may not have its leader yet.
@@ -194,10 +197,52 @@ async function refusals(bootstrap: string): Promise<unknown[]> {
     out.push(["describe acls match", matching.errorCode, matching.errorMessage, (matching.resources as { resourceName: string; acls: unknown[] }[]).map((r) => [r.resourceName, r.acls.length]).sort()]);
     const deletedAcls = await c.request(31, 3, { filters: [{ resourceTypeFilter: Res.TOPIC, resourceNameFilter: "ok", patternTypeFilter: Pat.PREFIXED, principalFilter: null, hostFilter: null, operation: Op.ANY, permissionType: Perm.ANY }] });
     out.push(["delete acls", deletedAcls.filterResults.map((r: { errorCode: number; errorMessage: string | null; matchingAcls: { errorCode: number; errorMessage: string | null; resourceName: string }[] }) => [r.errorCode, r.errorMessage, r.matchingAcls.map((m) => [m.errorCode, m.errorMessage, m.resourceName])])]);
+    out.push(...(await moreRefusals(c)));
     return out;
   } finally {
     c.close();
   }
+}
+
+/** Group, transaction, config and log APIs refused (only refusals are compared: the rest depends on timing). */
+async function moreRefusals(c: WireClient): Promise<unknown[]> {
+  const out: unknown[] = [];
+  const fetched = await c.request(1, 12, {
+    replicaId: -1, maxWaitMs: 0, minBytes: 0, maxBytes: 1 << 20, isolationLevel: 0, sessionId: 0, sessionEpoch: -1,
+    topics: [{ topic: "r", partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset: 0, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: 1 << 20 }] }],
+    forgottenTopicsData: [], rackId: "",
+  });
+  out.push(["fetch", fetched.responses[0].partitions[0].errorCode]);
+  out.push(["describe producers", (await c.request(61, 0, { topics: [{ name: "r", partitionIndexes: [0] }] })).topics[0].partitions[0].errorCode]);
+  const commit = await c.request(8, 8, { groupId: "ok", generationIdOrMemberEpoch: -1, memberId: "", groupInstanceId: null, topics: [{ name: "r", partitions: [{ partitionIndex: 0, committedOffset: 0, committedLeaderEpoch: -1, committedMetadata: "" }] }] });
+  out.push(["offset commit topic", commit.topics[0].partitions[0].errorCode]);
+  const fetchedOffsets = await c.request(9, 8, { groups: [{ groupId: "gd", topics: null }, { groupId: "ok", topics: [{ name: "u", partitionIndexes: [0] }] }], requireStable: false });
+  // The second group's topic refusal is compared only once Apache's group coordinator has loaded.
+  const second = fetchedOffsets.groups[1];
+  out.push(["offset fetch", fetchedOffsets.groups[0].errorCode, second.errorCode === 0 ? second.topics.map((t: { name: string; partitions: { errorCode: number }[] }) => [t.name, t.partitions[0]!.errorCode]) : "not loaded"]);
+  out.push(["describe groups", (await c.request(15, 5, { groups: ["gd"], includeAuthorizedOperations: false })).groups[0].errorCode]);
+  out.push(["delete groups", (await c.request(42, 2, { groupsNames: ["gdel"] })).results[0].errorCode]);
+  out.push(["offset delete", (await c.request(47, 0, { groupId: "gdel", topics: [{ name: "v", partitions: [{ partitionIndex: 0 }] }] })).errorCode]);
+  const ref = { producerId: 1, producerEpoch: 0 };
+  out.push(["add offsets (id)", (await c.request(25, 3, { transactionalId: "tx", ...ref, groupId: "ok" })).errorCode]);
+  out.push(["add offsets (group)", (await c.request(25, 3, { transactionalId: "tx2", ...ref, groupId: "g" })).errorCode]);
+  const txnCommit = await c.request(28, 3, { transactionalId: "tx", groupId: "ok", ...ref, generationId: -1, memberId: "", groupInstanceId: null, topics: [{ name: "v", partitions: [{ partitionIndex: 0, committedOffset: 0, committedLeaderEpoch: -1, committedMetadata: "" }] }] });
+  out.push(["txn offset commit", txnCommit.topics[0].partitions[0].errorCode]);
+  out.push(["end txn", (await c.request(26, 3, { transactionalId: "tx", ...ref, committed: true })).errorCode]);
+  const addId = await c.request(24, 3, { v3AndBelowTransactionalId: "tx", v3AndBelowProducerId: 1, v3AndBelowProducerEpoch: 0, v3AndBelowTopics: [{ name: "v", partitions: [0] }] });
+  out.push(["add partitions (id)", addId.resultsByTopicV3AndBelow.map((t: { name: string; resultsByPartition: { partitionErrorCode: number }[] }) => [t.name, t.resultsByPartition[0]!.partitionErrorCode])]);
+  const addTopic = await c.request(24, 3, { v3AndBelowTransactionalId: "tx2", v3AndBelowProducerId: 1, v3AndBelowProducerEpoch: 0, v3AndBelowTopics: [{ name: "t", partitions: [0] }, { name: "v", partitions: [0] }] });
+  out.push(["add partitions (topic)", addTopic.resultsByTopicV3AndBelow.map((t: { name: string; resultsByPartition: { partitionErrorCode: number }[] }) => [t.name, t.resultsByPartition[0]!.partitionErrorCode]).sort()]);
+  out.push(["describe transactions", (await c.request(65, 0, { transactionalIds: ["txd"] })).transactionStates[0].errorCode]);
+  const configs = await c.request(32, 4, { resources: [{ resourceType: 2, resourceName: "r", configurationKeys: null }], includeSynonyms: false, includeDocumentation: false });
+  out.push(["describe configs", configs.results[0].errorCode, configs.results[0].errorMessage]);
+  const incremental = await c.request(44, 1, { resources: [{ resourceType: 2, resourceName: "r", configs: [{ name: "retention.ms", configOperation: 0, value: "1000" }] }], validateOnly: true });
+  out.push(["incremental alter configs", incremental.responses[0].errorCode, incremental.responses[0].errorMessage]);
+  const legacy = await c.request(33, 2, { resources: [{ resourceType: 2, resourceName: "r", configs: [] }], validateOnly: true });
+  out.push(["alter configs", legacy.responses[0].errorCode, legacy.responses[0].errorMessage]);
+  const grown = await c.request(37, 3, { topics: [{ name: "r", count: 2, assignments: null }], timeoutMs: 5000, validateOnly: true });
+  out.push(["create partitions", grown.results[0].errorCode, grown.results[0].errorMessage]);
+  return out;
 }
 
 describe.if(process.env.ACLS_REFERENCE === "1")("the same against Apache Kafka 4.1.1", () => {
@@ -216,7 +261,12 @@ describe.if(process.env.ACLS_REFERENCE === "1")("the same against Apache Kafka 4
       const ours = await startTestBroker({ authorizerClassName: STANDARD_AUTHORIZER_CLASS, allowEveryoneIfNoAclFound: true });
       try {
         const theirs = await refusals(reference.bootstrap);
-        expect(await refusals(ours.bootstrap)).toEqual(theirs);
+        const mine = await refusals(ours.bootstrap);
+        // Apache's group coordinator may not have loaded yet (NOT_COORDINATOR): then that part is not compared.
+        const offsetFetch = (out: unknown[]) => out.findIndex((x) => Array.isArray(x) && x[0] === "offset fetch");
+        const theirOffsetFetch = theirs[offsetFetch(theirs)] as unknown[];
+        if (theirOffsetFetch[2] === "not loaded") (mine[offsetFetch(mine)] as unknown[])[2] = "not loaded";
+        expect(mine).toEqual(theirs);
         // The Java clients refused the same way by both (the DENY ACLs refusals() added).
         const clients = async (bootstrap: string) => [
           (await run("AclClient", ["producer", bootstrap, "v", "tx"])).stdout.split("\n").filter((l) => l.startsWith("EXCEPTION")),
