@@ -2,7 +2,7 @@
 # Installs the interop clients that do not come from npm or Maven Central:
 # - librdkafka, through its Python binding confluent-kafka (the wheel ships librdkafka), into a virtualenv at
 #   <repo>/.cache/venv; the librdkafka interop tests run that venv's python;
-# - franz-go: the Go helpers of tests/interop/go (eoscopier, txnzombie), built with the Go toolchain into
+# - franz-go: the Go helpers of tests/interop/go (eoscopier, txnzombie, saslcheck), built with the Go toolchain into
 #   <repo>/.cache/go-bin/ (modules from the Go module proxy, pinned by tests/interop/go/go.sum).
 #
 # Idempotent: once the venv imports the pinned version it is left alone, and `go build` only rebuilds what
@@ -33,7 +33,7 @@ if ! installed; then
 fi
 
 command -v go >/dev/null 2>&1 || { echo "go is not installed: the franz-go helpers cannot be built" >&2; exit 1; }
-for helper in eoscopier:eos-copier txnzombie:txn-zombie; do
+for helper in eoscopier:eos-copier txnzombie:txn-zombie saslcheck:sasl-check; do
   (cd "$root/tests/interop/go" && go build -o "$root/.cache/go-bin/${helper#*:}" "./${helper%%:*}") >&2 ||
     { echo "building the franz-go helper tests/interop/go/${helper%%:*} failed" >&2; exit 1; }
 done

@@ -10,6 +10,8 @@
  *   SaslAuthenticationException with Apache's message and writes nothing; SCRAM-SHA-512 over SASL_SSL;
  * - librdkafka (confluent-kafka) with SCRAM-SHA-256, idempotent producer and a group consumer; a wrong
  *   password: its authentication error, nothing delivered;
+ * - franz-go 1.22 with SCRAM-SHA-512 and PLAIN (idempotent producer, group consumer); a wrong password:
+ *   its SASL_AUTHENTICATION_FAILED error, nothing produced;
  * - kafkajs 2.2.4 with SCRAM-SHA-512 and PLAIN; a wrong password: KafkaJSSASLAuthenticationError.
  * A failed client leaves the other connections alone: each test's records are all there afterwards.
  */
@@ -20,7 +22,7 @@ import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ensureKafkaLibs, REPO_ROOT, runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
-import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
+import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { type CertificateSet, makeCertificates } from "../support/tls-certs.ts";
@@ -224,6 +226,33 @@ describe("librdkafka (confluent-kafka) over SASL_PLAINTEXT", () => {
     expect(output.errors.join("\n")).toMatch(/Authentication failed|SASL authentication error/);
     expect(await endOffset("rdk-bad-password")).toBe(0);
     expect(await endOffset("rdk-scram")).toBe(COUNT);
+  }, TIMEOUT);
+});
+
+async function franzGo(topic: string, mechanism: string, user: string, password: string) {
+  const child = new LineChild("sasl-check", [goHelper("sasl-check"), sasl, topic, String(COUNT), mechanism, user, password]);
+  const code = await child.exitWithin(TIMEOUT - 60_000);
+  if (code !== 0) throw new Error(`sasl-check exited ${code}\n${child.output()}`);
+  return JSON.parse(child.stdout.trim().split("\n").pop()!) as { produced: number; consumed: number; error: string };
+}
+
+describe("franz-go over SASL_PLAINTEXT", () => {
+  test(`SCRAM-SHA-512: ${COUNT} records produced and consumed in a group`, async () => {
+    await createTopic("franz-scram");
+    expect(await franzGo("franz-scram", "SCRAM-SHA-512", "alice", "alice-secret")).toEqual({ produced: COUNT, consumed: COUNT, error: "" });
+  }, TIMEOUT);
+
+  test(`PLAIN: ${COUNT} records produced and consumed in a group`, async () => {
+    await createTopic("franz-plain");
+    expect(await franzGo("franz-plain", "PLAIN", "pat", "pat-secret")).toEqual({ produced: COUNT, consumed: COUNT, error: "" });
+  }, TIMEOUT);
+
+  test("a wrong password: franz-go's authentication error, nothing produced", async () => {
+    await createTopic("franz-bad-password");
+    const out = await franzGo("franz-bad-password", "SCRAM-SHA-256", "rdk", "wrong");
+    expect(out.produced).toBe(0);
+    expect(out.error).toContain("SASL_AUTHENTICATION_FAILED");
+    expect(await endOffset("franz-bad-password")).toBe(0);
   }, TIMEOUT);
 });
 

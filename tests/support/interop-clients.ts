@@ -9,14 +9,14 @@ import { REPO_ROOT } from "./apache-kafka.ts";
 
 /** The venv's python, with confluent-kafka (librdkafka) installed. */
 export const VENV_PYTHON = join(REPO_ROOT, ".cache/venv/bin/python");
-/** A franz-go helper built from tests/interop/go/<package>: "eos-copier" or "txn-zombie". */
-export const goHelper = (name: "eos-copier" | "txn-zombie") => join(REPO_ROOT, ".cache/go-bin", name);
+/** A franz-go helper built from tests/interop/go/<package>: "eos-copier", "txn-zombie" or "sasl-check". */
+export const goHelper = (name: "eos-copier" | "txn-zombie" | "sasl-check") => join(REPO_ROOT, ".cache/go-bin", name);
 
 /** Runs scripts/install-interop-clients.sh (idempotent, serialised by flock) and checks what it made. */
 export async function ensureInteropClients(): Promise<void> {
   const proc = Bun.spawn(["bash", join(REPO_ROOT, "scripts/install-interop-clients.sh")], { stdout: "pipe", stderr: "pipe" });
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  const missing = [VENV_PYTHON, goHelper("eos-copier"), goHelper("txn-zombie")].filter((path) => !existsSync(path));
+  const missing = [VENV_PYTHON, goHelper("eos-copier"), goHelper("txn-zombie"), goHelper("sasl-check")].filter((path) => !existsSync(path));
   if (code !== 0 || missing.length > 0) {
     throw new Error(`install-interop-clients.sh failed (exit ${code}${missing.length > 0 ? `; missing ${missing.join(", ")}` : ""}):\n${err}`);
   }
