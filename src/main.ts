@@ -341,6 +341,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   const adminToken = process.env.BUNKA_ADMIN_TOKEN || undefined;
   const app = createHttpApp(queryPorts, {
     ...(adminToken === undefined ? {} : { adminToken }),
+    ...(config.httpReadsNeedToken ? { readsNeedToken: true } : {}),
     // The names the side-port goes by; a Host header naming another is refused (DNS rebinding).
     allowedHostNames: [...config.httpAllowedHosts, config.httpHost, ...new Set(advertisedListeners.map((l) => l.host)), hostname()],
     onError: (error, method, path) => log.error("http request failed", { method, path, ...describeError(error) }),

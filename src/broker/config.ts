@@ -40,6 +40,8 @@ export interface BrokerConfig {
    * host and the machine's name (a Host header naming anything else is refused: DNS rebinding).
    */
   httpAllowedHosts: string[];
+  /** http.reads.need.token (bunka's own): every side-port route but /health and /ready needs the admin token. */
+  httpReadsNeedToken: boolean;
   brokerId: number;
   /** socket.request.max.bytes */
   socketRequestMaxBytes: number;
@@ -156,6 +158,7 @@ export function defaultBrokerConfig(): BrokerConfig {
     httpHost: "127.0.0.1",
     httpPort: 9644,
     httpAllowedHosts: [],
+    httpReadsNeedToken: false,
     brokerId: 0,
     socketRequestMaxBytes: 104857600,
     connectionsMaxIdleMs: 600000,

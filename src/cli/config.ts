@@ -305,6 +305,7 @@ export const SETTINGS: readonly Setting[] = [
     env: "BUNKA_HTTP_ALLOWED_HOSTS",
     apply: (c, v, o) => void (c.httpAllowedHosts = parseHostNames(v, o)),
   },
+  { fileKey: "http.reads.need.token", apply: (c, v, o) => void (c.httpReadsNeedToken = parseBoolean(v, o)) },
   { fileKey: "broker.id", flag: "broker-id", env: "BUNKA_BROKER_ID", apply: (c, v, o) => void (c.brokerId = parseInteger(v, o, 0, INT32_MAX)) },
   { fileKey: "log.format", flag: "log-format", env: "BUNKA_LOG_FORMAT", apply: (c, v, o) => void (c.logFormat = parseChoice(v, o, logFormats)) },
   { fileKey: "log.level", flag: "log-level", env: "BUNKA_LOG_LEVEL", apply: (c, v, o) => void (c.logLevel = parseChoice(v, o, logLevels)) },
@@ -489,6 +490,9 @@ export function parseServeArgs(
     config.listeners = config.listeners.map((l) => (l.name === "PLAINTEXT" ? { name: l.name, host: config.listenHost, port: config.listenPort } : l));
   }
   httpTlsSettings(config.httpSsl);
+  if (config.httpReadsNeedToken && !env.BUNKA_ADMIN_TOKEN) {
+    throw new ConfigError(`${where}: http.reads.need.token needs BUNKA_ADMIN_TOKEN, the token the side-port's reads must carry (it comes from the environment only)`);
+  }
   if (config.cleaner.threads < 1) throw new ConfigError(`${where}: log.cleaner.threads must be at least 1, got ${config.cleaner.threads}`);
   const dedupe = dedupeBufferProblem(config.cleaner);
   if (dedupe !== null) {

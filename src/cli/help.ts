@@ -171,7 +171,8 @@ Config file: one key=value per line; blank lines and lines starting with # or ! 
     authorizer.class.name, super.users, allow.everyone.if.no.acl.found
                                       (ACLs, off unless authorizer.class.name is set)
   and bunka's own: ssl.handshake.timeout.ms, ssl.reload.check.interval.ms, http.ssl.keystore.location,
-    http.ssl.key.password, http.ssl.truststore.location, http.ssl.client.auth, sasl.plain.users.file
+    http.ssl.key.password, http.ssl.truststore.location, http.ssl.client.auth, sasl.plain.users.file,
+    http.reads.need.token (every side-port route but /health and /ready needs BUNKA_ADMIN_TOKEN)
   An unknown key is an error.
 
 Precedence, highest first: flags > environment variables > config file > defaults.

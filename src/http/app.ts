@@ -17,6 +17,10 @@
  *   GET  /v1/markers                         markers decided and not yet durable, queue depths (?limit=)
  *   POST /v1/transactions/:transactionalId/abort   only with an admin token configured; Bearer auth
  *
+ * With `readsNeedToken` (http.reads.need.token) every route but /health and /ready needs the admin token
+ * too, as `Authorization: Bearer <token>` or as the password of Basic auth (any user name), so that a
+ * browser can open the dashboard: a 401 offers both.
+ *
  * Conventions:
  * - Bodies are JSON unless the request's Accept header names application/msgpack (or
  *   application/x-msgpack): then the same value is MessagePack. Responses say `Vary: Accept`.
@@ -43,6 +47,8 @@ import { type HttpQueryPorts, TRANSACTION_STATES, type TransactionStateName } fr
 export interface HttpAppOptions {
   /** Enables the write routes, which then require `Authorization: Bearer <token>`. */
   adminToken?: string;
+  /** Every route but /health and /ready needs the admin token too (http.reads.need.token; needs `adminToken`). */
+  readsNeedToken?: boolean;
   /** Told about an unexpected error (a bug) before the 500 answer; main.ts logs it. */
   onError?: (error: unknown, method: string, path: string) => void;
   /** Seconds between dashboard refreshes; default 5. */
@@ -134,6 +140,19 @@ function tokenMatches(header: string | undefined, expectedDigest: Buffer): boole
   return timingSafeEqual(digest(match[1]!), expectedDigest);
 }
 
+/** The same for a read: a bearer token, or the token as the password of Basic auth (what a browser sends). */
+function readTokenMatches(header: string | undefined, expectedDigest: Buffer): boolean {
+  if (tokenMatches(header, expectedDigest)) return true;
+  const match = header?.match(/^Basic\s+([A-Za-z0-9+/=]+)\s*$/i);
+  if (!match) return false;
+  const decoded = Buffer.from(match[1]!, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  return colon >= 0 && timingSafeEqual(digest(decoded.slice(colon + 1)), expectedDigest);
+}
+
+/** Routes a load balancer or a supervisor probes: open even when reads need the token. */
+const PROBE_PATHS = new Set(["/health", "/ready"]);
+
 const NOT_IMPLEMENTED = {
   transactions: "this build has no transaction coordinator: it serves idempotent producers only, and holds no transactions",
   markers: "this build has no transaction coordinator: there are no transaction marker queues to show",
@@ -154,6 +173,18 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
     }
     await next();
   });
+  if (opts.readsNeedToken === true) {
+    if (opts.adminToken === undefined || opts.adminToken === "") throw new TypeError("readsNeedToken needs an admin token");
+    const expected = digest(opts.adminToken);
+    app.use(async (c, next) => {
+      if (!PROBE_PATHS.has(c.req.path) && !readTokenMatches(c.req.header("authorization"), expected)) {
+        return errorBody(c, 401, "unauthorized", "this side-port needs the admin token for reads: Authorization: Bearer <token>, or the token as the password of Basic auth", {
+          "WWW-Authenticate": 'Basic realm="bunka", Bearer realm="bunka"',
+        });
+      }
+      await next();
+    });
+  }
   const allowed = new Map<string, string>();
   const route = <P extends string>(method: "GET" | "POST", path: P): P => {
     allowed.set(path, method === "GET" ? "GET, HEAD" : method);

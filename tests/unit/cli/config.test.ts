@@ -640,3 +640,14 @@ describe("data directory check", () => {
     expect(c.served.length).toBe(0);
   });
 });
+
+describe("http.reads.need.token", () => {
+  test("off by default; on only with BUNKA_ADMIN_TOKEN, else one line naming both", () => {
+    expect(parse([]).httpReadsNeedToken).toBe(false);
+    const withToken = parse(["--config", "/c"], { BUNKA_ADMIN_TOKEN: "s3cret" }, files({ "/c": "http.reads.need.token=true\n" }));
+    expect(withToken.httpReadsNeedToken).toBe(true);
+    const message = configError(() => parse(["--config", "/c"], {}, files({ "/c": "http.reads.need.token=true\n" })));
+    expect(message).toContain("http.reads.need.token needs BUNKA_ADMIN_TOKEN");
+    expect(configError(() => parse(["--config", "/c"], { BUNKA_ADMIN_TOKEN: "s3cret" }, files({ "/c": "http.reads.need.token=maybe\n" })))).toContain("http.reads.need.token");
+  });
+});

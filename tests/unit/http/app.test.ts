@@ -503,6 +503,27 @@ describe("admin token", () => {
     expect((await app.request("/v1/topics")).status).toBe(200);
   });
 
+  test("http.reads.need.token: every route but /health and /ready needs the token, as Bearer or as Basic auth's password", async () => {
+    const app = createHttpApp(fakePorts().ports, { adminToken: "s3cret", readsNeedToken: true });
+    for (const path of ["/", "/metrics", "/v1/cluster", "/v1/topics", "/v1/transactions", "/no-such-route"]) {
+      const refused = await app.request(path);
+      expect({ path, status: refused.status }).toEqual({ path, status: 401 });
+      expect(refused.headers.get("www-authenticate")).toBe('Basic realm="bunka", Bearer realm="bunka"');
+      expect((await json(refused)).error).toBe("unauthorized");
+      expect((await app.request(path, { headers: { Authorization: "Bearer wrong" } })).status).toBe(401);
+    }
+    expect((await app.request("/v1/topics", { headers: { Authorization: "Bearer s3cret" } })).status).toBe(200);
+    const basic = (user: string, password: string) => ({ Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}` });
+    expect((await app.request("/", { headers: basic("anyone", "s3cret") })).status).toBe(200);
+    expect((await app.request("/", { headers: basic("s3cret", "wrong") })).status).toBe(401);
+    expect((await app.request("/", { headers: { Authorization: "Basic !!!" } })).status).toBe(401);
+    expect((await app.request("/health")).status).toBe(200);
+    expect((await app.request("/ready")).status).toBe(200);
+    // The write route still needs the bearer token itself.
+    expect((await app.request(abortPath, { method: "POST", headers: basic("x", "wrong") })).status).toBe(401);
+    expect(() => createHttpApp(fakePorts().ports, { readsNeedToken: true })).toThrow("readsNeedToken needs an admin token");
+  });
+
   test("with a token and an admin port, the abort is delegated", async () => {
     const aborted: string[] = [];
     const { ports } = fakePorts({
