@@ -198,10 +198,38 @@ async function refusals(bootstrap: string): Promise<unknown[]> {
     const deletedAcls = await c.request(31, 3, { filters: [{ resourceTypeFilter: Res.TOPIC, resourceNameFilter: "ok", patternTypeFilter: Pat.PREFIXED, principalFilter: null, hostFilter: null, operation: Op.ANY, permissionType: Perm.ANY }] });
     out.push(["delete acls", deletedAcls.filterResults.map((r: { errorCode: number; errorMessage: string | null; matchingAcls: { errorCode: number; errorMessage: string | null; resourceName: string }[] }) => [r.errorCode, r.errorMessage, r.matchingAcls.map((m) => [m.errorCode, m.errorMessage, m.resourceName])])]);
     out.push(...(await moreRefusals(c)));
+    // Last, the cluster's own operations denied (after these no ACL can be added: ALTER is denied too).
+    await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Create", "--topic", "auto-", "--resource-pattern-type", "prefixed"]);
+    await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Write", "--topic", "*"]);
+    await acls(["--add", "--deny-principal", "User:ANONYMOUS", "--cluster", ...["Alter", "Create", "Describe", "IdempotentWrite", "DescribeConfigs", "AlterConfigs"].flatMap((op) => ["--operation", op])]);
+    out.push(...(await clusterRefusals(c)));
     return out;
   } finally {
     c.close();
   }
+}
+
+/** What needs the cluster's operations, once they are denied. */
+async function clusterRefusals(c: WireClient): Promise<unknown[]> {
+  const out: unknown[] = [];
+  const anyFilter = { resourceTypeFilter: Res.ANY, resourceNameFilter: null, patternTypeFilter: Pat.ANY, principalFilter: null, hostFilter: null, operation: Op.ANY, permissionType: Perm.ANY };
+  out.push(["idempotent init producer id", (await c.request(22, 4, { transactionalId: null, transactionTimeoutMs: 60000, producerId: -1, producerEpoch: -1 })).errorCode]);
+  const auto = await c.request(3, 12, { topics: [{ name: "auto-x", topicId: "00000000-0000-0000-0000-000000000000" }], allowAutoTopicCreation: true });
+  out.push(["metadata auto-create", auto.topics[0].errorCode]);
+  out.push(["metadata cluster operations", (await c.request(3, 10, { topics: [], allowAutoTopicCreation: false, includeClusterAuthorizedOperations: true })).clusterAuthorizedOperations]);
+  const create = (name: string) => c.request(19, 7, { topics: [{ name, numPartitions: 1, replicationFactor: 1, assignments: [], configs: [] }], timeoutMs: 5000, validateOnly: true });
+  out.push(["create topics by topic", (await create("new-x")).topics[0].errorCode]);
+  const refused = (await create("auto-y")).topics[0];
+  out.push(["create topics refused", refused.errorCode, refused.errorMessage]);
+  out.push(["describe cluster operations", (await c.request(60, 1, { includeClusterAuthorizedOperations: true, endpointType: 1 })).clusterAuthorizedOperations]);
+  const brokerConfigs = await c.request(32, 4, { resources: [{ resourceType: 4, resourceName: "1", configurationKeys: null }], includeSynonyms: false, includeDocumentation: false });
+  out.push(["describe broker configs", brokerConfigs.results[0].errorCode, brokerConfigs.results[0].errorMessage]);
+  const alterBroker = await c.request(44, 1, { resources: [{ resourceType: 4, resourceName: "1", configs: [{ name: "log.retention.ms", configOperation: 0, value: "1000" }] }], validateOnly: true });
+  out.push(["alter broker configs", alterBroker.responses[0].errorCode, alterBroker.responses[0].errorMessage]);
+  out.push(["create acls", (await c.request(30, 3, { creations: [{ resourceType: Res.TOPIC, resourceName: "x", resourcePatternType: Pat.LITERAL, principal: "User:a", host: "*", operation: Op.READ, permissionType: Perm.ALLOW }] })).results[0].errorCode]);
+  out.push(["describe acls", (await c.request(29, 3, anyFilter)).errorCode]);
+  out.push(["delete acls", (await c.request(31, 3, { filters: [anyFilter] })).filterResults[0].errorCode]);
+  return out;
 }
 
 /** Group, transaction, config and log APIs refused (only refusals are compared: the rest depends on timing). */
