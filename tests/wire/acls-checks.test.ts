@@ -108,6 +108,20 @@ describe("log APIs", () => {
       }),
     );
     expect(res.responses.map((r: { partitions: { errorCode: number }[] }) => r.partitions[0]!.errorCode)).toEqual([E.TOPIC_AUTHORIZATION_FAILED, E.NONE]);
+    // A replica's fetch (replica id >= 0) needs CLUSTER_ACTION, which nobody was granted: every partition refused.
+    const replica = await client.request(1, 12, {
+      replicaId: 1,
+      maxWaitMs: 0,
+      minBytes: 0,
+      maxBytes: 1 << 20,
+      isolationLevel: 0,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: ["t", "u"].map((topic) => ({ topic, partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset: 0, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: 1 << 20 }] })),
+      forgottenTopicsData: [],
+      rackId: "",
+    });
+    expect(replica.responses.map((r: { partitions: { errorCode: number }[] }) => r.partitions[0]!.errorCode)).toEqual([E.TOPIC_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED]);
   });
 
   test("ListOffsets and OffsetForLeaderEpoch: DESCRIBE on the topic", async () => {
