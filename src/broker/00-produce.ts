@@ -27,8 +27,9 @@
  * record errors for keyless records on a compacted topic; INVALID_TIMESTAMP for CreateTime records outside
  * message.timestamp.before/after.max.ms of now), and a topic whose compression.type names a codec stores
  * the batch recompressed in it (protocol/records/produce-validation.ts). Deliberately not done: quotas.
- * Authorization (broker/authorizer.ts): transactional records need WRITE on the transactional id (else
- * every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (TOPIC_AUTHORIZATION_FAILED).
+ * Authorization (broker/authorizer.ts): transactional records need a transactional id, with or without
+ * an authorizer, and WRITE on it (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic
+ * WRITE (TOPIC_AUTHORIZATION_FAILED), as Apache's KafkaApis.
  */
 import { AclOperation, ResourceType } from "../domain/security/acl.ts";
 import { recordTimestampProblem, resolveTopicConfigWithDefaults, type TopicConfig } from "../domain/topic-config.ts";
@@ -174,7 +175,8 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       // Authorization as Apache's KafkaApis: transactional records need WRITE on the transactional id
       // (the whole request refused), each topic WRITE (TOPIC_AUTHORIZATION_FAILED per partition).
       const { authorizer } = services;
-      if (authorizer.enabled && hasTransactionalRecords(request)) {
+      // Without a transactional id they are refused even without an authorizer, as Apache's KafkaApis does.
+      if (hasTransactionalRecords(request)) {
         const id = request.transactionalId;
         if (id === null || !authorizer.allows(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, id)) {
           return this.errorResponse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.apiVersion);
