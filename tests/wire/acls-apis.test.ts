@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { STANDARD_AUTHORIZER_CLASS } from "../../src/domain/security/acl-authorizer.ts";
 import { AclOperation as Op, AclPermissionType as Perm, PatternType as Pat, ResourceType as Res } from "../../src/domain/security/acl.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { buildBatch } from "../support/batch-builder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -53,6 +54,21 @@ describe("without an authorizer", () => {
     ]);
     const deleted = await client.request(31, 3, { filters: [anyFilter] });
     expect(deleted.filterResults.map((r: { errorCode: number; errorMessage: string }) => [r.errorCode, r.errorMessage])).toEqual([[ErrorCode.SECURITY_DISABLED, "No Authorizer is configured."]]);
+  });
+});
+
+describe("without an authorizer, Produce", () => {
+  test("refuses transactional records without a transactional id, as Apache's KafkaApis does", async () => {
+    const broker = await startTestBroker();
+    const client = await WireClient.connect(broker.port);
+    try {
+      const records = buildBatch({ records: [{ value: "v" }], producerId: 5, producerEpoch: 0, baseSequence: 0, transactional: true });
+      const res = await client.request(0, 9, { transactionalId: null, acks: -1, timeoutMs: 5000, topicData: [{ name: "t", partitionData: [{ index: 0, records }] }] });
+      expect(res.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    } finally {
+      client.close();
+      await broker.stop();
+    }
   });
 });
 
