@@ -117,6 +117,11 @@ export class BrokerAuthorizer {
     return this.store !== undefined;
   }
 
+  /** How many ACLs are held (0 without an authorizer). */
+  get aclCount(): number {
+    return this.store?.list().length ?? 0;
+  }
+
   /** Cluster mode: ACL changes made here are announced through `announcer` from now on. */
   useAnnouncer(announcer: AclAnnouncer | undefined): void {
     this.announcer = announcer;

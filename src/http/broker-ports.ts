@@ -41,6 +41,8 @@ import { lz4Kernels } from "../protocol/records/kernels.ts";
 import { formatDuration, formatMs } from "./format.ts";
 import { type BrokerMetrics, PrometheusWriter } from "./metrics.ts";
 import { mechanismsServed } from "../broker/sasl-authenticator.ts";
+import { resolveListeners } from "../broker/listener-config.ts";
+import { usesSasl } from "../domain/security/connection-security.ts";
 import {
   OPEN_TRANSACTION_STATES,
   STORED_TRANSACTION_STATES,
@@ -62,6 +64,7 @@ import {
   type ProducerView,
   type Readiness,
   type ScrubberView,
+  type SecurityView,
   type StagedOffsetView,
   type TopicDetailView,
   type TopicSummaryView,
@@ -263,6 +266,26 @@ export class BrokerQueryPorts implements HttpQueryPorts {
         consumerGroups: this.opts.broker.registry.get(11) !== undefined,
       },
       ownership: status?.ownership === undefined ? null : ownershipViewOf(status.ownership, topics.reduce((sum, t) => sum + t.partitions, 0)),
+      security: this.security(),
+    };
+  }
+
+  private security(): SecurityView {
+    const { config, authorizer, scramCredentials } = this.opts.broker.services;
+    return {
+      listeners: resolveListeners(config).map((l) => ({
+        name: l.name,
+        securityProtocol: l.securityProtocol,
+        saslMechanisms: usesSasl(l.securityProtocol) ? [...(config.listenerSaslEnabledMechanisms[l.name] ?? config.saslEnabledMechanisms)] : null,
+      })),
+      authorizer: {
+        enabled: authorizer.enabled,
+        acls: authorizer.aclCount,
+        superUsers: authorizer.enabled ? [...config.superUsers] : [],
+        allowEveryoneIfNoAclFound: authorizer.enabled && config.allowEveryoneIfNoAclFound,
+      },
+      scramUsers: [...scramCredentials.store.all().keys()].sort(),
+      sidePortReadsNeedToken: config.httpReadsNeedToken,
     };
   }
 

@@ -109,6 +109,21 @@ export interface ClusterView {
   features: FeatureView;
   /** Cluster mode, once this broker runs its ownership manager; null otherwise. */
   ownership: OwnershipView | null;
+  security: SecurityView;
+}
+
+/**
+ * How this broker lets clients in: its listeners, SASL, the authorizer and the side-port's token rule,
+ * with the principals that matter (super users) and never a secret (no password, key, salt or token).
+ */
+export interface SecurityView {
+  /** The Kafka listeners with their security protocols, and the SASL mechanisms of the SASL_* ones. */
+  listeners: { name: string; securityProtocol: string; saslMechanisms: string[] | null }[];
+  authorizer: { enabled: boolean; acls: number; superUsers: string[]; allowEveryoneIfNoAclFound: boolean };
+  /** Users with SCRAM credentials (their names only, sorted). */
+  scramUsers: string[];
+  /** http.reads.need.token: the side-port's reads need the admin token. */
+  sidePortReadsNeedToken: boolean;
 }
 
 /** Who owns what in cluster mode, as this broker sees the owner keys in etcd. */

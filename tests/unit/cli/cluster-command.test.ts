@@ -50,6 +50,7 @@ const base = {
   partitionCount: 0,
   features: { idempotentProducer: true, transactions: true, consumerGroups: true },
   ownership: null,
+  security: { listeners: [{ name: "PLAINTEXT", securityProtocol: "PLAINTEXT", saslMechanisms: null }], authorizer: { enabled: false, acls: 0, superUsers: [], allowEveryoneIfNoAclFound: false }, scramUsers: [], sidePortReadsNeedToken: false },
 };
 
 const single: ClusterView = {

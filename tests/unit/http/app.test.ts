@@ -36,6 +36,7 @@ const cluster: ClusterView = {
   topicCount: 1,
   partitionCount: 2,
   features: { idempotentProducer: true, transactions: false, consumerGroups: false },
+  security: { listeners: [{ name: "PLAINTEXT", securityProtocol: "PLAINTEXT", saslMechanisms: null }], authorizer: { enabled: false, acls: 0, superUsers: [], allowEveryoneIfNoAclFound: false }, scramUsers: [], sidePortReadsNeedToken: false },
 };
 
 const orders: TopicDetailView = {

@@ -6,7 +6,8 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { createBroker, type Broker } from "../../../src/broker/broker.ts";
-import { defaultBrokerConfig } from "../../../src/broker/config.ts";
+import { type BrokerConfig, defaultBrokerConfig } from "../../../src/broker/config.ts";
+import { AclOperation, AclPermissionType, PatternType, ResourceType } from "../../../src/domain/security/acl.ts";
 import type { RegisteredBroker } from "../../../src/cluster/broker-registry.ts";
 import type { ClusterStatus, ClusterStatusSource } from "../../../src/cluster/cluster-member.ts";
 import { createHttpApp } from "../../../src/http/app.ts";
@@ -46,9 +47,9 @@ class FakeCluster implements ClusterStatusSource {
   }
 }
 
-async function setup(cluster?: FakeCluster) {
+async function setup(cluster?: FakeCluster, overrides: Partial<BrokerConfig> = {}) {
   const clock = new ManualClock();
-  const config = { ...defaultBrokerConfig(), dataDir: "/data", brokerId: 1, listenPort: 0, httpPort: 0 };
+  const config = { ...defaultBrokerConfig(), dataDir: "/data", brokerId: 1, listenPort: 0, httpPort: 0, ...overrides };
   const broker = await createBroker({
     config,
     fs: new MemoryFs(),
@@ -83,6 +84,50 @@ describe("single mode", () => {
     expect(await ports.readiness()).toEqual({ ready: true });
     // One member, and no lease metrics: a lease that does not exist is neither valid nor lapsed.
     expect(await metricLines(ports)).toEqual(["bunka_cluster_members 1"]);
+  });
+});
+
+describe("security", () => {
+  test("by default: one PLAINTEXT listener, no authorizer, no SCRAM user, open reads", async () => {
+    const { ports } = await setup();
+    expect(ports.cluster().security).toEqual({
+      listeners: [{ name: "PLAINTEXT", securityProtocol: "PLAINTEXT", saslMechanisms: null }],
+      authorizer: { enabled: false, acls: 0, superUsers: [], allowEveryoneIfNoAclFound: false },
+      scramUsers: [],
+      sidePortReadsNeedToken: false,
+    });
+  });
+
+  test("listeners with their protocols and SASL mechanisms, the authorizer's ACL count and super users, SCRAM user names and nothing secret", async () => {
+    const { broker, ports } = await setup(undefined, {
+      listeners: [
+        { name: "CLIENT", host: "127.0.0.1", port: 0 },
+        { name: "INTERNAL", host: "127.0.0.1", port: 0 },
+      ],
+      listenerSecurityProtocolMap: { CLIENT: "SASL_PLAINTEXT", INTERNAL: "PLAINTEXT" },
+      interBrokerListenerName: "INTERNAL",
+      saslEnabledMechanisms: ["SCRAM-SHA-512"],
+      authorizerClassName: "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+      superUsers: ["User:admin"],
+      httpReadsNeedToken: true,
+    });
+    const credential = { salt: new Uint8Array(16).fill(7), storedKey: new Uint8Array(64).fill(1), serverKey: new Uint8Array(64).fill(2), iterations: 4096 };
+    await broker.services.scramCredentials.store.apply({ deletions: [], upsertions: [{ user: "bob", mechanism: "SCRAM-SHA-512", credential }, { user: "alice", mechanism: "SCRAM-SHA-512", credential }] });
+    await broker.services.authorizer.create([
+      { resourceType: ResourceType.TOPIC, resourceName: "orders", patternType: PatternType.LITERAL, principal: "User:alice", host: "*", operation: AclOperation.READ, permissionType: AclPermissionType.ALLOW },
+    ]);
+    const view = ports.cluster();
+    expect(view.security).toEqual({
+      listeners: [
+        { name: "CLIENT", securityProtocol: "SASL_PLAINTEXT", saslMechanisms: ["SCRAM-SHA-512"] },
+        { name: "INTERNAL", securityProtocol: "PLAINTEXT", saslMechanisms: null },
+      ],
+      authorizer: { enabled: true, acls: 1, superUsers: ["User:admin"], allowEveryoneIfNoAclFound: false },
+      scramUsers: ["alice", "bob"],
+      sidePortReadsNeedToken: true,
+    });
+    // No credential material anywhere in the view.
+    expect(JSON.stringify(view)).not.toMatch(/salt|storedKey|serverKey|iterations/);
   });
 });
 
