@@ -3,7 +3,8 @@
 # - librdkafka, through its Python binding confluent-kafka (the wheel ships librdkafka), into a virtualenv at
 #   <repo>/.cache/venv; the librdkafka interop tests run that venv's python;
 # - franz-go: the Go helpers of tests/interop/go (eoscopier, txnzombie, saslcheck), built with the Go toolchain into
-#   <repo>/.cache/go-bin/ (modules from the Go module proxy, pinned by tests/interop/go/go.sum).
+#   <repo>/.cache/go-bin/ (modules from the Go module proxy, pinned by tests/interop/go/go.sum);
+# - kcat (librdkafka's command-line client), the Debian package `kcat`, with apt-get when it is missing.
 #
 # Idempotent: once the venv imports the pinned version it is left alone, and `go build` only rebuilds what
 # changed. Concurrent callers are serialised by flock. Output goes to stderr; the exit code says whether the
@@ -37,3 +38,8 @@ for helper in eoscopier:eos-copier txnzombie:txn-zombie saslcheck:sasl-check; do
   (cd "$root/tests/interop/go" && go build -o "$root/.cache/go-bin/${helper#*:}" "./${helper%%:*}") >&2 ||
     { echo "building the franz-go helper tests/interop/go/${helper%%:*} failed" >&2; exit 1; }
 done
+
+if ! command -v kcat >/dev/null 2>&1; then
+  { apt-get install -y --no-install-recommends kcat >&2 || { apt-get update >&2 && apt-get install -y --no-install-recommends kcat >&2; }; } ||
+    { echo "kcat is not installed and apt-get could not install it: run 'apt-get install kcat' as root" >&2; exit 1; }
+fi
