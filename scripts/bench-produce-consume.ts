@@ -7,7 +7,7 @@
  *
  *   bun scripts/bench-produce-consume.ts [--rounds N] [--broker-warmup S] [--records N] [--kafka-flush]
  *                                        [--only kafka|bunka] [--idempotence auto|on|off] [--timeout SECONDS]
- *                                        [--data-root DIR] [--bunka-binary PATH]
+ *                                        [--data-root DIR] [--bunka-binary PATH] [--tls]
  *
  * One mode, interleaved rounds; --rounds 1 (the default) is the single pass. For each group of scenarios every
  * broker is started once with an empty data dir and all of them stay up for the group; each is WARMED first
@@ -55,6 +55,10 @@
  * brokers waiting for their turn, the kernel's threads (which complete fsyncs) and everything else on the
  * machine are measured apart; rows where other processes used 10% of the machine or more are marked.
  *
+ * --tls: both brokers get an SSL listener with the same PEM certificate (made by openssl for the run) and every
+ * Java tool connects to it with security.protocol=SSL and a PEM truststore (server-side TLS only, no client
+ * certificates); bench-support.ts's BenchTls says how each broker is configured.
+ *
  * Progress goes to stderr; the results (a text table, then the same in markdown for docs/benchmarks.md) go to
  * stdout. Everything started here (brokers, tools, temp dirs) is removed at the end, on an error, and on
  * Ctrl-C; every tool run is bounded by --timeout.
@@ -67,6 +71,7 @@ import {
   type Broker,
   type BrokerKind,
   type BrokerVariant,
+  type BenchTls,
   BUSY_PCT,
   type CpuReport,
   createTopicWithTool,
@@ -91,8 +96,11 @@ import {
   runCleanups,
   runGuardedRow,
   runJavaTool,
+  setUpBenchTls,
   startBunkaBroker,
   startVariant,
+  tlsLine,
+  toolConfigArgs,
   variantsOf,
   watchCpu,
   watchPeakRss,
@@ -112,6 +120,8 @@ interface Options {
   /** Seconds of untimed load on each freshly started broker before its group's first round. */
   brokerWarmupS: number;
   bunkaBinary?: string;
+  /** --tls: the tools reach both brokers over an SSL listener. */
+  tls: boolean;
 }
 
 const RECORD_SIZE = 1024;
@@ -131,7 +141,7 @@ const WARMUP_RECORDS = 1_000_000_000;
 
 const USAGE = `usage: bun scripts/bench-produce-consume.ts [--rounds N] [--broker-warmup S] [--records N]
        [--kafka-flush] [--only kafka|bunka] [--idempotence auto|on|off] [--timeout SECONDS]
-       [--data-root DIR] [--bunka-binary PATH]
+       [--data-root DIR] [--bunka-binary PATH] [--tls]
 
   --rounds N         rounds per scenario group, each running every scenario on every broker, the order
                      reversed from one round to the next (default 1); the report gives medians and ranges
@@ -147,6 +157,8 @@ const USAGE = `usage: bun scripts/bench-produce-consume.ts [--rounds N] [--broke
   --timeout S        per-tool-run timeout in seconds (default max(120, records/500))
   --data-root DIR    where the brokers' temporary data dirs go (default ${tmpdir()})
   --bunka-binary P   run this bunka executable (default: dist/bunka-linux-x64, rebuilt when older than src/)
+  --tls              both brokers get an SSL listener (same PEM certificate) and the tools connect over TLS
+                     (security.protocol=SSL, PEM truststore; no client certificates)
 `;
 
 function parseArgs(argv: string[]): Options {
@@ -159,6 +171,7 @@ function parseArgs(argv: string[]): Options {
   let rounds = 1;
   let brokerWarmupS = 30;
   let bunkaBinary: string | undefined;
+  let tls = false;
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -182,6 +195,10 @@ function parseArgs(argv: string[]): Options {
       case "--kafka-flush":
         if (inline !== undefined) die("--kafka-flush takes no value");
         kafkaFlush = true;
+        break;
+      case "--tls":
+        if (inline !== undefined) die("--tls takes no value");
+        tls = true;
         break;
       case "--only": {
         const v = value();
@@ -216,7 +233,7 @@ function parseArgs(argv: string[]): Options {
   }
   // A bound for a hung tool, not a measurement: Apache Kafka fsyncing every batch may run at 1,000 records/s on a busy disk.
   const timeoutMs = (timeoutS ?? Math.max(120, Math.ceil(records / 500))) * 1000;
-  return { records, only, kafkaFlush, idempotence, timeoutMs, dataRoot, rounds, brokerWarmupS, bunkaBinary };
+  return { records, only, kafkaFlush, idempotence, timeoutMs, dataRoot, rounds, brokerWarmupS, bunkaBinary, tls };
 }
 
 function die(message: string): never {
@@ -265,12 +282,13 @@ function producerArgs(broker: Broker, topic: string, records: number, idempotent
     "--record-size", String(RECORD_SIZE),
     "--throughput", "-1",
     // Java producer defaults otherwise; acks=all is the 4.1 default too, spelled out for the reader.
+    ...toolConfigArgs(broker, "--producer.config"),
     "--producer-props", `bootstrap.servers=${broker.bootstrap}`, "acks=all", ...(idempotent ? [] : ["enable.idempotence=false"]), "client.id=bench-producer",
   ];
 }
 
 const consumerArgs = (broker: Broker, topic: string, records: number, group: string): string[] => [
-  "--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", String(records), "--group", group,
+  "--bootstrap-server", broker.bootstrap, ...toolConfigArgs(broker, "--consumer.config"), "--topic", topic, "--messages", String(records), "--group", group,
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -411,7 +429,7 @@ async function endOffsetSum(broker: Broker, topic: string, partitions: number): 
   const run = await runJava(
     "org.apache.kafka.tools.GetOffsetShell",
     ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx512m"],
-    ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "-1"],
+    ["--bootstrap-server", broker.bootstrap, ...toolConfigArgs(broker, "--command-config"), "--topic", topic, "--time", "-1"],
     "",
     60_000,
   );
@@ -511,7 +529,15 @@ function rowLog(variant: BrokerVariant, s: Scenario, o: Outcome, startedMs: numb
  * A group: every broker started (empty data dir) and warmed up, then --rounds rounds of the group's rows, the
  * brokers' order reversed every round; a row's topic is deleted once no later row of the round needs it.
  */
-async function runGroup(group: ScenarioId[], variants: BrokerVariant[], opts: Options, idempotent: boolean, bunkaBinary: string | Error | undefined, state: RunState): Promise<void> {
+async function runGroup(
+  group: ScenarioId[],
+  variants: BrokerVariant[],
+  opts: Options,
+  idempotent: boolean,
+  bunkaBinary: string | Error | undefined,
+  state: RunState,
+  tls: BenchTls | undefined,
+): Promise<void> {
   const scenarios = group.map((id) => SCENARIOS[id]);
   for (const s of scenarios) state.results.set(s.id, []);
   const brokers = new Map<BrokerVariant, Broker>();
@@ -521,7 +547,7 @@ async function runGroup(group: ScenarioId[], variants: BrokerVariant[], opts: Op
     for (const v of variants) {
       if (isInterrupted()) return;
       log(`\n== ${v}: starting a broker for ${scenarios.map((s) => `(${s.id})`).join(" ")}, ${opts.rounds} round${opts.rounds === 1 ? "" : "s"}`);
-      const started = await startVariant(v, bunkaBinary, opts.dataRoot, { kafkaProperties: { "log.segment.delete.delay.ms": KAFKA_DELETE_DELAY_MS } });
+      const started = await startVariant(v, bunkaBinary, opts.dataRoot, { kafkaProperties: { "log.segment.delete.delay.ms": KAFKA_DELETE_DELAY_MS }, tls });
       if ("error" in started) failed.set(v, started.error);
       else brokers.set(v, started);
     }
@@ -664,6 +690,7 @@ async function main(): Promise<number> {
   const variants = variantsOf(opts.only, opts.kafkaFlush);
   await ensureKafkaLibs();
   const env = await environment(opts.dataRoot);
+  const tls = opts.tls ? setUpBenchTls() : undefined;
 
   // bunka's binary, and whether it serves InitProducerId (decides enable.idempotence for every broker).
   let bunkaBinary: string | Error | undefined;
@@ -711,7 +738,7 @@ async function main(): Promise<number> {
   const state: RunState = { results: new Map(), errors: [] };
   for (const group of idempotent ? GROUPS_WITH_OVERHEAD : GROUPS) {
     if (isInterrupted()) break;
-    await runGroup(group, variants, opts, idempotent, bunkaBinary, state);
+    await runGroup(group, variants, opts, idempotent, bunkaBinary, state, tls);
   }
   if (isInterrupted()) return 130;
   const elapsedS = Math.round((Date.now() - t0) / 1000);
@@ -734,7 +761,7 @@ async function main(): Promise<number> {
   }
   const flags =
     `--rounds ${opts.rounds} --broker-warmup ${opts.brokerWarmupS} --records ${opts.records}${opts.kafkaFlush ? " --kafka-flush" : ""}` +
-    `${opts.only ? ` --only ${opts.only}` : ""} --idempotence ${opts.idempotence} --timeout ${opts.timeoutMs / 1000}`;
+    `${opts.only ? ` --only ${opts.only}` : ""} --idempotence ${opts.idempotence} --timeout ${opts.timeoutMs / 1000}${opts.tls ? " --tls" : ""}`;
   const meta = [
     `date: ${env.date} (whole run ${elapsedS} s; load average ${loadAverages()} at the end)`,
     `machine: ${env.machine}`,
@@ -743,6 +770,7 @@ async function main(): Promise<number> {
       `${variants.some((v) => v !== "bunka") ? `, log.segment.delete.delay.ms=${KAFKA_DELETE_DELAY_MS} (the rows' topics are deleted between rows, and their files waited for)` : ""}; ` +
       `${opts.bunkaBinary ? `bunka --bunka-binary ${opts.bunkaBinary} (the work tree: ${env.bunka})` : env.bunka}, default settings; ${env.runtime}`,
     ...variants.map(durabilityLine),
+    ...(tls === undefined ? [] : [tlsLine(tls)]),
     `load: Apache kafka-producer-perf-test / kafka-consumer-perf-test ${KAFKA_VERSION} (Java, ${PERF_TOOL_JVM.join(" ")}, a new JVM per row, on the same machine), ` +
       `${fmtNum(opts.records)} records of ${RECORD_SIZE} B per produce row, --throughput -1; flags: ${flags}`,
     `producer: Java producer defaults (acks=all, linger.ms=5, batch.size=16384, max.in.flight=5, no compression); ${idempotenceNote}`,
@@ -786,7 +814,7 @@ async function main(): Promise<number> {
   if (skewed) meta.push(`* = other processes used ${BUSY_PCT}% or more of the machine during that row: the number is skewed, run again on a quiet machine`);
   process.stdout.write(
     renderReport({
-      title: `Produce/consume benchmark: ${variants.map(label).join(" vs ")}`,
+      title: `Produce/consume benchmark: ${variants.map(label).join(" vs ")}${tls === undefined ? "" : " (over TLS)"}`,
       date: env.date,
       headingLevel: 3,
       kinds: variants,

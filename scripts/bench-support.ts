@@ -4,7 +4,8 @@
  * binary with fresh data dirs, the cleanup registry (undone at the end, on an error and on Ctrl-C),
  * ApiVersions, a broker's peak RSS and CPU, the CPU everything else on the machine used (rows measured on a
  * busy machine are flagged), compiling the Java load tools of scripts/bench-java/, medians, the environment
- * line and tables, and the broker variants with what each one's acknowledgement is worth (durability).
+ * line and tables, and the broker variants with what each one's acknowledgement is worth (durability); with
+ * --tls, the certificates and the SSL listeners of both brokers (BenchTls).
  */
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -16,12 +17,14 @@ import {
   javaBin,
   KAFKA_VERSION,
   LOG4J_CONFIG,
+  freePort,
   probeBrokerCount,
   rawRequest,
   REPO_ROOT,
   runKafkaTool,
   startApacheKafka,
 } from "../tests/support/apache-kafka.ts";
+import { makeCertificates } from "../tests/support/tls-certs.ts";
 import { WireClient } from "../tests/support/wire-client.ts";
 import { ErrorCode, errorInfoByCode } from "../src/errors/generated/error-codes.ts";
 import { buildTarget, outfileFor } from "./build.ts";
@@ -433,9 +436,13 @@ export async function runJavaTool(o: JavaToolOptions): Promise<JavaToolRun> {
 
 export interface Broker {
   kind: BrokerKind;
+  /** The PLAINTEXT listener: this script's own raw requests (ApiVersions, DeleteTopics, ...) go there. */
   host: string;
   port: number;
+  /** host:port of the Java tools: the PLAINTEXT listener, or with --tls the SSL one (then with `toolConfig`). */
   bootstrap: string;
+  /** With --tls: the client properties file the Java tools need to reach `bootstrap` (BenchTls.clientConfigFile). */
+  toolConfig?: string;
   pid: number;
   apis: Map<number, number>;
   /** bunka's /metrics on its HTTP side-port (Apache Kafka: none). */
@@ -505,18 +512,26 @@ export const errName = (code: number): string => errorInfoByCode.get(code)?.name
 export async function createTopicWithTool(broker: Broker, topic: string, partitions: number): Promise<void> {
   const r = await runKafkaTool(
     "kafka-topics",
-    ["--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", String(partitions), "--replication-factor", "1"],
+    ["--bootstrap-server", broker.bootstrap, ...toolConfigArgs(broker, "--command-config"), "--create", "--topic", topic, "--partitions", String(partitions), "--replication-factor", "1"],
     { timeoutMs: 60_000 },
   );
   if (r.code !== 0) throw new Error(`kafka-topics --create failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
 }
 
-/** A fresh single-node Apache Kafka; `serverProperties` override server.properties entries (default: none). */
-export async function startKafkaBroker(root: string, serverProperties: Record<string, string | number> = {}): Promise<Broker> {
+/**
+ * A fresh single-node Apache Kafka; `serverProperties` override server.properties entries (default: none).
+ * With `tls`, an SSL listener beside the PLAINTEXT one (KAFKA_TLS_PROPERTIES), which the tools are given.
+ */
+export async function startKafkaBroker(root: string, serverProperties: Record<string, string | number> = {}, tls?: BenchTls): Promise<Broker> {
   const dataDir = tempDir(root, "bench-kafka-");
   let kafka: ApacheKafka | undefined;
   const undo = onCleanup("Apache Kafka", async () => kafka?.stop());
-  kafka = await startApacheKafka({ dataDir, serverProperties });
+  const sslPort = tls === undefined ? undefined : freePort();
+  kafka = await startApacheKafka({
+    dataDir,
+    serverProperties: tls === undefined ? serverProperties : { ...serverProperties, ...kafkaTlsProperties(tls) },
+    ...(sslPort === undefined ? {} : { extraListeners: [{ name: "SSL", port: sslPort, protocol: "SSL" }] }),
+  });
   let apis: Map<number, number>;
   try {
     apis = await apiVersions("127.0.0.1", kafka.port);
@@ -529,7 +544,8 @@ export async function startKafkaBroker(root: string, serverProperties: Record<st
     kind: "kafka",
     host: "127.0.0.1",
     port: kafka.port,
-    bootstrap: kafka.bootstrap,
+    bootstrap: sslPort === undefined ? kafka.bootstrap : `127.0.0.1:${sslPort}`,
+    ...(tls === undefined ? {} : { toolConfig: tls.clientConfigFile }),
     pid: kafka.pid,
     apis,
     logFile: kafka.logFile,
@@ -554,9 +570,11 @@ export function tailOfFile(path: string, lines = 15): string {
 
 /**
  * A fresh `bunka serve` of the compiled binary; `config` entries, if any, go into a config file passed with
- * --config (Apache property names, e.g. group.initial.rebalance.delay.ms).
+ * --config (Apache property names, e.g. group.initial.rebalance.delay.ms). With `tls`, an SSL listener beside
+ * the PLAINTEXT one (BUNKA's `listeners`, `ssl.keystore.location`), which the tools are given.
  */
-export async function startBunkaBroker(binary: string, root: string, config: Record<string, string | number> = {}): Promise<Broker> {
+export async function startBunkaBroker(binary: string, root: string, configIn: Record<string, string | number> = {}, tls?: BenchTls): Promise<Broker> {
+  const config = tls === undefined ? configIn : { ...configIn, ...bunkaTlsConfig(tls) };
   const dataDir = tempDir(root, "bench-bunka-");
   const logFile = `${dataDir}.log`;
   onCleanup(logFile, () => rmSync(logFile, { force: true }));
@@ -610,6 +628,13 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
   const host = hostPort[1]!;
   const port = Number(hostPort[2]);
   const http = out.match(/ http=(\S+)/)?.[1];
+  // With listeners set the line ends with every listener: " listeners=PLAINTEXT://H:P,SSL://H:P".
+  const sslAddress = tls === undefined ? undefined : out.match(/ listeners=\S*?SSL:\/\/([^\s,]+)/)?.[1];
+  if (tls !== undefined && sslAddress === undefined) {
+    await stop(1000);
+    undo();
+    throw new Error(`bunka's start-up line names no SSL listener: ${out.trim().slice(-400)}`);
+  }
   while ((await probeBrokerCount(host, port)) <= 0) {
     if (exited || Date.now() > deadline) {
       await stop(1000);
@@ -630,7 +655,8 @@ export async function startBunkaBroker(binary: string, root: string, config: Rec
     kind: "bunka",
     host,
     port,
-    bootstrap: `${host}:${port}`,
+    bootstrap: sslAddress ?? `${host}:${port}`,
+    ...(tls === undefined ? {} : { toolConfig: tls.clientConfigFile }),
     pid: proc.pid,
     apis,
     ...(http === undefined ? {} : { metricsUrl: `http://${http}/metrics` }),
@@ -655,14 +681,76 @@ export function startVariant(
   variant: BrokerVariant,
   bunkaBinary: string | Error | undefined,
   root: string,
-  o: { kafkaProperties?: Record<string, string | number>; bunkaConfig?: Record<string, string | number> } = {},
+  o: { kafkaProperties?: Record<string, string | number>; bunkaConfig?: Record<string, string | number>; tls?: BenchTls } = {},
 ): Promise<Broker | { error: string }> {
   return startBrokerForRows(variant, bunkaBinary, (binary) =>
     variant === "bunka"
-      ? startBunkaBroker(binary, root, o.bunkaConfig ?? {})
-      : startKafkaBroker(root, variant === "kafka-flush" ? { ...o.kafkaProperties, ...KAFKA_FLUSH_PROPERTIES } : (o.kafkaProperties ?? {})),
+      ? startBunkaBroker(binary, root, o.bunkaConfig ?? {}, o.tls)
+      : startKafkaBroker(root, variant === "kafka-flush" ? { ...o.kafkaProperties, ...KAFKA_FLUSH_PROPERTIES } : (o.kafkaProperties ?? {}), o.tls),
   );
 }
+
+// ---------------------------------------------------------------------------------------------
+// TLS (--tls): both brokers get an SSL listener with the same PEM certificate, the Java tools connect to it.
+// Server-side TLS only (no client certificates), what most deployments run. The PLAINTEXT listener stays for
+// this script's own raw requests (ApiVersions, DeleteTopics, the readiness probe), which speak no TLS and are
+// on no measured path.
+
+export interface BenchTls {
+  /** The server's key and certificate chain in one PEM file (for 127.0.0.1), for both brokers. */
+  keystorePath: string;
+  /** The CA that signed it (PEM): the tools' truststore. */
+  caPath: string;
+  /** Client properties for every Java tool: security.protocol=SSL and the PEM truststore. */
+  clientConfigFile: string;
+}
+
+/** The client properties of --tls (written to BenchTls.clientConfigFile). */
+export const tlsClientProperties = (caPath: string): Record<string, string> => ({
+  "security.protocol": "SSL",
+  "ssl.truststore.type": "PEM",
+  "ssl.truststore.location": caPath,
+});
+
+/** Makes the certificates (openssl, in a temp dir removed by the cleanups) and the tools' client config. */
+export function setUpBenchTls(): BenchTls {
+  const certs = makeCertificates();
+  onCleanup("TLS certificates", () => certs.remove());
+  const clientConfigFile = join(certs.dir, "client-ssl.properties");
+  writeFileSync(clientConfigFile, Object.entries(tlsClientProperties(certs.caPath)).map(([k, v]) => `${k}=${v}\n`).join(""));
+  return { keystorePath: certs.serverKeystorePath, caPath: certs.caPath, clientConfigFile };
+}
+
+/**
+ * Apache Kafka's side of --tls, beside the SSL listener itself (startApacheKafka's extraListeners): the PEM
+ * keystore, and the SSL listener as the inter-broker one, so that what the broker sends itself (transaction
+ * markers) goes over TLS as in a TLS deployment; its client side of that trusts the same CA.
+ */
+export const kafkaTlsProperties = (tls: BenchTls): Record<string, string> => ({
+  "ssl.keystore.type": "PEM",
+  "ssl.keystore.location": tls.keystorePath,
+  "ssl.truststore.type": "PEM",
+  "ssl.truststore.location": tls.caPath,
+  "inter.broker.listener.name": "SSL",
+});
+
+/** bunka's side of --tls: the PLAINTEXT listener (first, the start-up line's kafka=) and an SSL one. */
+export const bunkaTlsConfig = (tls: BenchTls): Record<string, string> => ({
+  listeners: "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+  "ssl.keystore.location": tls.keystorePath,
+});
+
+/** `flag file` for a Java tool when the broker needs a client config (--tls), else nothing. */
+export const toolConfigArgs = (broker: Broker, flag: string): string[] => (broker.toolConfig === undefined ? [] : [flag, broker.toolConfig]);
+
+/** The report's line about the listeners the tools used. */
+export const tlsLine = (tls: BenchTls | undefined): string =>
+  tls === undefined
+    ? "listeners: PLAINTEXT"
+    : "listeners: the Java tools connect over TLS (SSL listener, server-side TLS only: no client certificates) with " +
+      `${Object.entries(tlsClientProperties("<ca.pem>")).map(([k, v]) => `${k}=${v}`).join(" ")}; both brokers serve the same PEM certificate ` +
+      "(RSA 2048, made by openssl for this run), Apache Kafka with ssl.keystore.type=PEM and its SSL listener as inter.broker.listener.name, bunka with " +
+      "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0 and ssl.keystore.location; the PLAINTEXT listeners carry only the script's own raw requests (topic deletion, ApiVersions)";
 
 /** A partition directory of `topic`, live (`<topic>-<p>`) or being deleted (`<topic>-<p>.<id>-delete`). */
 export function isPartitionDirOf(name: string, topic: string): boolean {

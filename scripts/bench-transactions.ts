@@ -11,7 +11,7 @@
  *                                     [--endtxn-duration S] [--ids 10000,100000] [--kafka-ids LIST]
  *                                     [--precreate-timeout S] [--broker-warmup S] [--scenarios a,b,c]
  *                                     [--kafka-txn-version 1|2] [--data-root DIR] [--bunka-binary PATH]
- *                                     [--rounds N] [--kafka-flush]
+ *                                     [--rounds N] [--kafka-flush] [--tls]
  *
  * Every transaction is: beginTransaction(); 10 x send() of a 1 KiB record (each to another of the topic's 16
  * partitions); flush(); commitTransaction(). Each producer thread has its own transactional.id. Scenarios,
@@ -26,6 +26,11 @@
  *       100k transactional ids in the coordinator's store: the ids are created between the rows with
  *       InitProducerId requests in raw frames (tests/support/wire-client.ts; FindCoordinator first),
  *       16 connections x 16 in flight                                                                   (broker #2)
+ *
+ * --tls: both brokers get an SSL listener with the same PEM certificate (made by openssl for the run) and the
+ * load tool (TxnBench --client-config), kafka-topics and kafka-features connect to it with security.protocol=SSL
+ * and a PEM truststore (server-side TLS only, no client certificates); bench-support.ts's BenchTls says how
+ * each broker is configured. The ids of (c) are still created over the PLAINTEXT listener (raw frames).
  *
  * Checks: the consumer must read exactly 10 records per committed transaction and the last record of every
  * committed transaction (after the producers stop it drains for up to 15 s); any client error fails the row
@@ -59,6 +64,7 @@ import {
   type Broker,
   type BrokerKind,
   type BrokerVariant,
+  type BenchTls,
   BUSY_PCT,
   capture,
   compileJavaTool,
@@ -87,8 +93,11 @@ import {
   runGuardedRow,
   runJavaTool,
   scrapeHistogramTotals,
+  setUpBenchTls,
   sleep,
   startVariant,
+  tlsLine,
+  toolConfigArgs,
   variantsOf,
   watchCpu,
   watchPeakRss,
@@ -118,6 +127,8 @@ interface Options {
   rounds?: number;
   /** Also run Apache Kafka with KAFKA_FLUSH_PROPERTIES (fsync per append). */
   kafkaFlush: boolean;
+  /** --tls: the tools reach both brokers over an SSL listener. */
+  tls: boolean;
 }
 
 const PARTITIONS = 16;
@@ -134,7 +145,7 @@ const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
 const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S]
        [--producers N] [--endtxn-duration S] [--ids LIST] [--kafka-ids LIST] [--precreate-timeout S]
        [--broker-warmup S] [--scenarios a,b,c] [--kafka-txn-version 1|2] [--data-root DIR]
-       [--bunka-binary PATH] [--rounds N] [--kafka-flush]
+       [--bunka-binary PATH] [--rounds N] [--kafka-flush] [--tls]
 
   --only B               run one broker only (kafka or bunka; --kafka-flush still adds its variant)
   --duration S           (a), (b): seconds measured (default 20)
@@ -159,10 +170,12 @@ const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--
                          two runs minutes apart
   --kafka-flush          also run Apache Kafka with log.flush.interval.messages=1, which fsyncs every append
                          (the coordinator's too) before answering: the like-for-like durability reference
+  --tls                  both brokers get an SSL listener (same PEM certificate) and the tools connect over TLS
+                         (security.protocol=SSL, PEM truststore; no client certificates)
 `;
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { durationS: 20, warmupS: 10, producers: 16, endTxnDurationS: 10, ids: [10_000, 100_000], precreateTimeoutS: 300, scenarios: new Set(["a", "b", "c"]), brokerWarmupS: 30, dataRoot: tmpdir(), kafkaFlush: false };
+  const o: Options = { durationS: 20, warmupS: 10, producers: 16, endTxnDurationS: 10, ids: [10_000, 100_000], precreateTimeoutS: 300, scenarios: new Set(["a", "b", "c"]), brokerWarmupS: 30, dataRoot: tmpdir(), kafkaFlush: false, tls: false };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split(/=(.*)/s, 2) as [string, string | undefined];
     const value = (): string => {
@@ -233,6 +246,10 @@ function parseArgs(argv: string[]): Options {
         if (inline !== undefined) die("--kafka-flush takes no value");
         o.kafkaFlush = true;
         break;
+      case "--tls":
+        if (inline !== undefined) die("--tls takes no value");
+        o.tls = true;
+        break;
       case "--bunka-binary":
         o.bunkaBinary = resolve(value());
         if (!existsSync(o.bunkaBinary)) die(`--bunka-binary: ${o.bunkaBinary} does not exist`);
@@ -294,6 +311,8 @@ interface ToolRun extends JavaToolRun {
 }
 
 let toolClasses = "";
+/** With --tls: the certificates and the tools' client config, made once in main(). */
+let benchTls: BenchTls | undefined;
 
 async function runLoadTool(args: string[], tag: string, timeoutMs: number): Promise<ToolRun> {
   const run = await runJavaTool({
@@ -367,7 +386,7 @@ async function setKafkaTxnVersion(broker: Broker, version: 1 | 2): Promise<strin
   const run = await runJavaTool({
     mainClass: "org.apache.kafka.tools.FeatureCommand",
     jvm: ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx512m"],
-    args: ["--bootstrap-server", broker.bootstrap, verb, "--feature", `transaction.version=${version}`],
+    args: ["--bootstrap-server", broker.bootstrap, ...toolConfigArgs(broker, "--command-config"), verb, "--feature", `transaction.version=${version}`],
     label: "",
     timeoutMs: 60_000,
   });
@@ -548,6 +567,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
     "--id-prefix", s.idPrefix ?? (s.ids === undefined ? `bench-txn-${s.id}` : "bench-endtxn"),
     "--drain-timeout", String(DRAIN_TIMEOUT_S),
     ...(consumer ? ["--consumer"] : []),
+    ...toolConfigArgs(broker, "--client-config"),
   ];
   const timeoutMs = (warmupS + durationS + DRAIN_TIMEOUT_S + 90) * 1000;
   const stepsBefore = broker.metricsUrl === undefined ? undefined : await scrapeHistogramTotals(broker.metricsUrl, END_TXN_PHASES_FAMILY);
@@ -596,7 +616,7 @@ async function prepareBroker(
   bunkaBinary: string | Error | undefined,
   isC: boolean,
 ): Promise<{ broker: Broker; txnVersion: string } | { error: string }> {
-  const started = await startVariant(kind, bunkaBinary, opts.dataRoot);
+  const started = await startVariant(kind, bunkaBinary, opts.dataRoot, benchTls === undefined ? {} : { tls: benchTls });
   if ("error" in started) return started;
   const broker = started;
   const fail = async (error: string) => {
@@ -908,6 +928,7 @@ async function main(): Promise<number> {
   toolClasses = await compileJavaTool("TxnBench");
   const javacVersion = (await capture([javaBin().replace(/java$/, "javac"), "-version"])).trim();
   const env = await environment(opts.dataRoot);
+  if (opts.tls) benchTls = setUpBenchTls();
 
   let bunkaBinary: string | Error | undefined;
   if (variants.includes("bunka")) {
@@ -985,12 +1006,13 @@ async function main(): Promise<number> {
     `brokers: ${env.kafka}${variants.includes("kafka-flush") ? `, and the same with ${Object.entries(KAFKA_FLUSH_PROPERTIES).map(([k, v]) => `${k}=${v}`).join(" ")} for "Kafka (fsync per batch)"` : ""}; ` +
       `${opts.bunkaBinary ? env.bunka.replace(/\(dist\/bunka-linux-x64\), commit/, `(--bunka-binary ${opts.bunkaBinary}; the work tree is at commit`).replace(/$/, ")") : env.bunka}; ${env.runtime}`,
     ...variants.map(durabilityLine),
+    ...(benchTls === undefined ? [] : [tlsLine(benchTls)]),
     `load: scripts/bench-java/TxnBench.java on the Apache Kafka ${KAFKA_VERSION} Java client (${javacVersion}, ${LOAD_TOOL_JVM.join(" ")}, on the same machine); ` +
       `flags: --broker-warmup ${opts.brokerWarmupS} --duration ${opts.durationS} --warmup ${opts.warmupS} --producers ${opts.producers} --endtxn-duration ${opts.endTxnDurationS} ` +
       `--ids ${opts.ids.join(",")}${opts.kafkaIds ? ` --kafka-ids ${opts.kafkaIds.join(",")}` : ""}` +
       `${opts.kafkaTxnVersion ? ` --kafka-txn-version ${opts.kafkaTxnVersion}` : ""}` +
       `${opts.scenarios.size < 3 ? ` --scenarios ${[...opts.scenarios].sort().join(",")}` : ""}` +
-      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}${opts.kafkaFlush ? " --kafka-flush" : ""}${opts.only ? ` --only ${opts.only}` : ""}`,
+      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}${opts.kafkaFlush ? " --kafka-flush" : ""}${opts.only ? ` --only ${opts.only}` : ""}${opts.tls ? " --tls" : ""}`,
     `transaction: beginTransaction, ${RECORDS_PER_TXN} x send(${RECORD_SIZE} B) each to another of ${PARTITIONS} partitions, flush, commitTransaction; ` +
       "one transactional.id per producer thread; Java producer defaults otherwise (acks=all, idempotence, linger.ms=5, max.in.flight=5)",
     `transaction protocol: ${versions} (at 2 the Java client sends no AddPartitionsToTxn, the broker adds partitions on Produce, EndTxn v5 bumps the epoch)`,
@@ -1025,7 +1047,7 @@ async function main(): Promise<number> {
   if (targets.length) meta.push(`target: bunka ≥ 2x Apache Kafka's txn/s and EndTxn p99 below Kafka's — ${targets.join("; ")}`);
   process.stdout.write(
     renderReport({
-      title: `Transactions benchmark: ${variants.map(label).join(" vs ")}`,
+      title: `Transactions benchmark: ${variants.map(label).join(" vs ")}${benchTls === undefined ? "" : " (over TLS)"}`,
       date: env.date,
       headingLevel: 3,
       kinds: variants,

@@ -5,7 +5,9 @@
  *
  *   java -cp <classes>:<libs>/* TxnBench --bootstrap H:P --topic T --partitions 16 --producers N
  *        --duration S --warmup S [--records-per-txn 10] [--record-size 1024] [--consumer]
- *        [--id-prefix P] [--drain-timeout S]
+ *        [--id-prefix P] [--drain-timeout S] [--client-config FILE]
+ *
+ * --client-config: a properties file every client gets first (e.g. security.protocol=SSL and the ssl.* keys).
  *
  * Every producer thread has its own transactional.id (<prefix>-<i>) and runs, for warmup + duration seconds:
  *   beginTransaction(); send() x records-per-txn; flush(); commitTransaction();
@@ -52,6 +54,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class TxnBench {
   static String bootstrap;
+  /** --client-config: properties given to the producers and the consumer (security.protocol, ssl.*), before the tool's own. */
+  static final Properties clientConfig = new Properties();
   static String topic;
   static int partitions = 16;
   static int producers = 1;
@@ -124,6 +128,7 @@ public final class TxnBench {
     @Override
     public void run() {
       Properties p = new Properties();
+      p.putAll(clientConfig);
       p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
       p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, idPrefix + "-" + index);
       p.put(ProducerConfig.CLIENT_ID_CONFIG, "txn-bench-" + index);
@@ -206,6 +211,7 @@ public final class TxnBench {
     @Override
     public void run() {
       Properties p = new Properties();
+      p.putAll(clientConfig);
       p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
       p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
       p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
@@ -289,6 +295,11 @@ public final class TxnBench {
         case "--consumer": withConsumer = true; break;
         case "--id-prefix": idPrefix = args[++i]; break;
         case "--drain-timeout": drainTimeoutS = Double.parseDouble(args[++i]); break;
+        case "--client-config":
+          try (java.io.FileReader r = new java.io.FileReader(args[++i])) {
+            clientConfig.load(r);
+          }
+          break;
         default: throw new IllegalArgumentException("unknown argument " + a);
       }
     }
