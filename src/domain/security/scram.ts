@@ -11,8 +11,8 @@
  *   except `=2C` and `=3D`, which stand for them. Extensions are read; `tokenauth=true` (delegation
  *   tokens, which bunka does not have) fails the exchange, any other extension is ignored, as in Apache.
  * - client-final: `c=base64,r=nonce[,ext...],p=base64`. The channel binding must be the client-first's
- *   gs2 header, base64 (`biws` for `n,,`) and the nonce exactly the client's plus the server's; Apache
- *   checks only that the nonce ends with the server's part and ignores `c=`.
+ *   gs2 header, base64 (`biws` for `n,,`; Apache ignores `c=`). The nonce need only end with the server's
+ *   part, as in Apache: librdkafka 2.0.x (Debian 12's kcat) sends its own part twice before it.
  * - The auth message is built from the messages as received (RFC 5802), which is what Apache's
  *   re-formatting gives for every message its clients send.
  * - The password is used as UTF-8 without SASLprep, as Apache's ScramFormatter does (clients that apply
@@ -333,7 +333,8 @@ export class ScramServer implements SaslServerExchange {
     const parsed = parseClientFinal(token);
     if (!parsed.ok) return { kind: "failed", reason: parsed.reason };
     const final = parsed.value;
-    if (final.nonce !== state.nonce) return { kind: "failed", reason: "Invalid client nonce in the final client message." };
+    // Apache's rule: the nonce need only end with the server's part (librdkafka 2.0.x repeats its own part).
+    if (!final.nonce.endsWith(state.nonce.slice(state.first.nonce.length))) return { kind: "failed", reason: "Invalid client nonce in the final client message." };
     if (Buffer.from(final.channelBinding).toString("latin1") !== state.first.gs2Header) {
       return { kind: "failed", reason: "the channel binding of the final client message is not the first message's gs2 header" };
     }
