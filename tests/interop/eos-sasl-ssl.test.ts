@@ -302,6 +302,7 @@ describe("the Java EOS copier as User:copier over SASL_SSL (SCRAM-SHA-512)", () 
       try {
         const run = await runCopier(names, 90_000);
         expect(run.code, `${run.stdout}\n${run.stderr.slice(-4000)}`).toBe(2);
+        if (process.env.EOS_SASL_VERBOSE) console.log(without, run.stdout, run.stderr.slice(-3000));
         expect(run.stdout).toMatch(error(names));
         expect(run.stdout).not.toContain("COMMIT");
         expect(await endOffsets(names.output)).toEqual([0, 0, 0]);
@@ -312,4 +313,49 @@ describe("the Java EOS copier as User:copier over SASL_SSL (SCRAM-SHA-512)", () 
       }
     }, TIMEOUT);
   }
+});
+
+interface KcatRun {
+  code: number | undefined;
+  stdout: string;
+  stderr: string;
+}
+
+/** kcat over SASL_SSL with SCRAM-SHA-256 as `user`, its extra arguments after the connection's. */
+async function kcat(user: string, password: string, args: string[], stdin?: string): Promise<KcatRun> {
+  const security = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", `sasl.username=${user}`, "-X", `sasl.password=${password}`, "-X", `ssl.ca.location=${certs.caPath}`];
+  const child = new LineChild("kcat", ["kcat", "-b", saslSsl, ...security, ...args]);
+  if (stdin !== undefined) child.proc.stdin.write(stdin);
+  void child.proc.stdin.end();
+  const code = await child.exitCodeWithin(60_000);
+  return { code, stdout: child.stdout, stderr: child.stderr };
+}
+
+describe("kcat over SASL_SSL (SCRAM-SHA-256)", () => {
+  const topic = "kcat-topic";
+  const lines = Array.from({ length: 100 }, (_, i) => `k${i}:kcat value ${i}`);
+
+  test("produces and consumes as User:kcat", async () => {
+    await createTopic(topic, 1);
+    const acl = (operation: number): AclBinding => ({ resourceType: Res.TOPIC, resourceName: topic, patternType: Pat.LITERAL, principal: "User:kcat", host: "*", operation, permissionType: Perm.ALLOW });
+    await broker.broker.services.authorizer.create([acl(Op.READ), acl(Op.WRITE)]);
+    const before = broker.broker.services.sasl.counts.authenticated.get("SCRAM-SHA-256") ?? 0;
+    const produced = await kcat("kcat", "kcat-secret", ["-P", "-t", topic, "-p", "0", "-K", ":"], lines.join("\n") + "\n");
+    expect(produced.code, produced.stderr).toBe(0);
+    const consumed = await kcat("kcat", "kcat-secret", ["-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%k:%s\\n"]);
+    expect(consumed.code, consumed.stderr).toBe(0);
+    expect(consumed.stdout.trimEnd().split("\n")).toEqual(lines);
+    expect(broker.broker.services.sasl.counts.authenticated.get("SCRAM-SHA-256")).toBeGreaterThan(before);
+  }, TIMEOUT);
+
+  test("a wrong password: kcat's authentication error, nothing written", async () => {
+    const endBefore = (await client.request(2, 7, { replicaId: -1, isolationLevel: 0, topics: [{ name: topic, partitions: [{ partitionIndex: 0, currentLeaderEpoch: -1, timestamp: -1 }] }] })).topics[0].partitions[0].offset;
+    const failedBefore = broker.broker.services.sasl.counts.failed.get("SCRAM-SHA-256") ?? 0;
+    const refused = await kcat("kcat", "wrong", ["-P", "-t", topic, "-p", "0", "-X", "message.timeout.ms=10000"], "one\ntwo\n");
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256");
+    const endAfter = (await client.request(2, 7, { replicaId: -1, isolationLevel: 0, topics: [{ name: topic, partitions: [{ partitionIndex: 0, currentLeaderEpoch: -1, timestamp: -1 }] }] })).topics[0].partitions[0].offset;
+    expect(endAfter).toBe(endBefore);
+    expect(broker.broker.services.sasl.counts.failed.get("SCRAM-SHA-256")).toBeGreaterThan(failedBefore);
+  }, TIMEOUT);
 });

@@ -17,6 +17,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -25,6 +26,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -74,7 +76,10 @@ public class SecureEosCopier {
     pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
 
-    try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp); KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+    KafkaProducer<String, String> producer = new KafkaProducer<>(pp);
+    KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp);
+    // Not try-with-resources: after a refusal, closing would wait on the broken transaction; the error is the result.
+    try {
       producer.initTransactions();
       consumer.subscribe(List.of(input));
       say("READY");
@@ -86,7 +91,10 @@ public class SecureEosCopier {
         producer.beginTransaction();
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
         for (ConsumerRecord<String, String> r : records) {
-          producer.send(new ProducerRecord<>(output, r.partition(), r.key(), r.value().toUpperCase()));
+          Future<RecordMetadata> sent = producer.send(new ProducerRecord<>(output, r.partition(), r.key(), r.value().toUpperCase()));
+          // A send refused at once (no metadata for a topic it may not write) dooms the transaction: stop here
+          // rather than wait on the metadata of every further record.
+          if (sent.isDone()) sent.get();
           offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
         }
         producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
@@ -95,6 +103,8 @@ public class SecureEosCopier {
         copied += records.count();
         say("COMMIT " + txns + " " + copied);
       }
+      producer.close();
+      consumer.close();
       say("DONE " + copied);
     } catch (Exception e) {
       say("FATAL " + chain(e));
