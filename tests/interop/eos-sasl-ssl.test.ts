@@ -13,7 +13,8 @@
  * - the Java copier (tests/interop/java/SecureEosCopier.java: read_committed consumer in a group,
  *   transactional producer with sendOffsetsToTransaction) runs as User:copier and copies RECORDS records of 3
  *   partitions exactly once: the output read read_committed holds every input record once, in order per
- *   partition, nothing aborted, and the group's stable committed offsets equal the input's end offsets;
+ *   partition, nothing aborted, the group's stable committed offsets equal the input's end offsets and the
+ *   transactional id rests in CompleteCommit;
  * - the same set with one ACL left out, for each of the four: the copier fails with the matching
  *   authorization error (TransactionalIdAuthorizationException, GroupAuthorizationException,
  *   TopicAuthorizationException naming the output or the input topic) and commits nothing;
@@ -34,6 +35,7 @@ import { killLiveChildren, LineChild } from "../support/line-child.ts";
 import { readPartitionFully, utf8 } from "../support/record-decoder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { type CertificateSet, makeCertificates } from "../support/tls-certs.ts";
+import { until } from "../support/wait.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 180_000;
@@ -276,6 +278,13 @@ describe("the Java EOS copier as User:copier over SASL_SSL (SCRAM-SHA-512)", () 
     const ends = await endOffsets(INPUT);
     expect(ends.reduce((a, b) => a + b, 0)).toBe(RECORDS);
     expect(await committedOffsets(names.group)).toEqual({ errorCode: ErrorCode.NONE, offsets: ends });
+    // The transactional id rests in CompleteCommit with no partition: nothing left open. The markers are
+    // written after EndTxn's answer, so the Prepare state may still show for a moment.
+    const state = await until("the transaction to complete", 15_000, async () => {
+      const described = (await client.request(65, 0, { transactionalIds: [names.transactionalId] })).transactionStates[0];
+      return described.transactionState.startsWith("Prepare") ? undefined : described;
+    });
+    expect({ errorCode: state.errorCode, state: state.transactionState, topics: state.topics }).toEqual({ errorCode: ErrorCode.NONE, state: "CompleteCommit", topics: [] });
     for (let p = 0; p < PARTITIONS; p++) {
       const read = await readCommitted(names.output, p);
       expect(read.aborted).toBe(0);
