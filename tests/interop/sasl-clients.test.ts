@@ -30,7 +30,7 @@ import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 240_000;
 const COUNT = 200;
-const PYTHON_SCRIPT = join(REPO_ROOT, "tests/interop/python/sasl_produce_consume.py");
+const PYTHON_SCRIPT = join(REPO_ROOT, "tests/interop/python/secure_produce_consume.py");
 
 let dir: string;
 let broker: TestBroker;
@@ -203,9 +203,22 @@ describe("Apache Kafka's Java client (4.1.1) over SASL_PLAINTEXT", () => {
 });
 
 async function librdkafka(topic: string, mechanism: string, user: string, password: string) {
-  const child = new LineChild("sasl_produce_consume.py", [VENV_PYTHON, PYTHON_SCRIPT, sasl, topic, String(COUNT), mechanism, user, password]);
+  const child = new LineChild("secure_produce_consume.py", [
+    VENV_PYTHON,
+    PYTHON_SCRIPT,
+    sasl,
+    topic,
+    String(COUNT),
+    "sasl-value",
+    "security.protocol=sasl_plaintext",
+    `sasl.mechanisms=${mechanism}`,
+    `sasl.username=${user}`,
+    `sasl.password=${password}`,
+    // A wrong password never delivers: give up after 15 s rather than the script's 30.
+    "message.timeout.ms=15000",
+  ]);
   const code = await child.exitWithin(TIMEOUT - 60_000);
-  if (code !== 0) throw new Error(`sasl_produce_consume.py exited ${code}\n${child.output()}`);
+  if (code !== 0) throw new Error(`secure_produce_consume.py exited ${code}\n${child.output()}`);
   return JSON.parse(child.stdout.trim().split("\n").pop()!) as { librdkafka: string; delivered: number; errors: string[]; consumed: [string, string][] };
 }
 

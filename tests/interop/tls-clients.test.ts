@@ -22,7 +22,7 @@ import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 240_000;
 const COUNT = 200;
-const PYTHON_SCRIPT = join(REPO_ROOT, "tests/interop/python/tls_produce_consume.py");
+const PYTHON_SCRIPT = join(REPO_ROOT, "tests/interop/python/secure_produce_consume.py");
 
 let certs: CertificateSet;
 let broker: TestBroker;
@@ -144,18 +144,21 @@ describe("librdkafka (confluent-kafka) over TLS", () => {
   test(`MTLS: ${COUNT} idempotent records produced and consumed in a group with a client certificate`, async () => {
     await createTopic("rdk-mtls");
     mtlsPrincipals.clear();
-    const child = new LineChild("tls_produce_consume.py", [
+    const child = new LineChild("secure_produce_consume.py", [
       VENV_PYTHON,
       PYTHON_SCRIPT,
       `127.0.0.1:${broker.ports.MTLS}`,
       "rdk-mtls",
       String(COUNT),
-      certs.caPath,
-      certs.clientCertPath,
-      certs.clientKeyPath,
+      "tls-value",
+      "security.protocol=ssl",
+      `ssl.ca.location=${certs.caPath}`,
+      "ssl.endpoint.identification.algorithm=https",
+      `ssl.certificate.location=${certs.clientCertPath}`,
+      `ssl.key.location=${certs.clientKeyPath}`,
     ]);
     const code = await child.exitWithin(TIMEOUT - 60_000);
-    if (code !== 0) throw new Error(`tls_produce_consume.py exited ${code}\n${child.output()}`);
+    if (code !== 0) throw new Error(`secure_produce_consume.py exited ${code}\n${child.output()}`);
     const output = JSON.parse(child.stdout.trim().split("\n").pop()!) as { librdkafka: string; delivered: number; errors: string[]; consumed: [string, string][] };
     const summary = JSON.stringify({ ...output, consumed: output.consumed.length });
     expect(output.librdkafka, summary).toMatch(/^2\./);

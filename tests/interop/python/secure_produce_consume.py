@@ -1,13 +1,16 @@
-"""librdkafka (through confluent-kafka) over SASL_PLAINTEXT: produce COUNT keyed messages with the
-idempotent producer, then read them back with a consumer in a group (every request after the SASL
-exchange), authenticating with MECHANISM as USER / PASSWORD.
+"""librdkafka (through confluent-kafka) over a secured listener: produce COUNT keyed messages with the
+idempotent producer, then read them back with a consumer in a group (FindCoordinator, JoinGroup, commits:
+every request over the same security), with the client settings given as NAME=VALUE arguments
+(security.protocol, sasl.* or ssl.*, message.timeout.ms, as librdkafka names them; they win over the
+script's own producer defaults).
 
-    sasl_produce_consume.py BOOTSTRAP TOPIC COUNT MECHANISM USER PASSWORD
+    secure_produce_consume.py BOOTSTRAP TOPIC COUNT VALUE_PREFIX [NAME=VALUE ...]
 
-The topic (one partition) must exist. Prints one JSON object on stdout:
+Values are VALUE_PREFIX-<i>, keys key-<i>. The topic (one partition) must exist. Prints one JSON object:
     {"librdkafka": "2.x", "delivered": N, "errors": [...], "consumed": [[key, value], ...]}
-and exits 0 when the script ran (the caller judges the results), non-zero when it could not run. With a
-wrong password the producer's errors hold librdkafka's authentication error and nothing is delivered.
+and exits 0 when the script ran (the caller judges the results), non-zero when it could not run. When
+nothing was delivered (a wrong password: the producer's errors hold librdkafka's authentication error) no
+consumer is started.
 """
 import json
 import sys
@@ -21,8 +24,13 @@ def log(message):
 
 
 def main():
-    bootstrap, topic, count, mechanism, user, password = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-    sasl = {"security.protocol": "sasl_plaintext", "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password}
+    bootstrap, topic, count, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    settings = {}
+    for arg in sys.argv[5:]:
+        name, sep, value = arg.partition("=")
+        if not sep:
+            sys.exit(f"not NAME=VALUE: {arg!r}")
+        settings[name] = value
     errors = []
     delivered = []
 
@@ -37,21 +45,21 @@ def main():
         log(f"client error: {err}")
 
     producer = Producer({
-        **sasl,
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
-        "message.timeout.ms": 15000,
+        "message.timeout.ms": 30000,
         "error_cb": on_error,
+        **settings,
     })
     for i in range(count):
-        producer.produce(topic, key=f"key-{i}", value=f"sasl-value-{i}", on_delivery=on_delivery)
+        producer.produce(topic, key=f"key-{i}", value=f"{prefix}-{i}", on_delivery=on_delivery)
         producer.poll(0)
-    producer.flush(20)
+    producer.flush(30)
     consumed = []
     if delivered:
         consumer = Consumer({
-            **sasl,
+            **settings,
             "bootstrap.servers": bootstrap,
             "group.id": f"{topic}-group",
             "auto.offset.reset": "earliest",
