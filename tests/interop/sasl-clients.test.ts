@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ensureKafkaLibs, REPO_ROOT, runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
+import { consoleRoundTrip } from "../support/console-round-trip.ts";
 import { ensureInteropClients, goHelper, VENV_PYTHON } from "../support/interop-clients.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
@@ -137,36 +138,7 @@ describe("kafka-configs manages SCRAM users", () => {
 
 async function javaRoundTrip(topic: string, mechanism: string, user: string, password: string, tls = false): Promise<void> {
   await createTopic(topic);
-  const config = javaClientConfig(topic, mechanism, user, password, tls);
-  const bootstrap = tls ? saslSsl : sasl;
-  const lines = Array.from({ length: COUNT }, (_, i) => `key-${i}:${mechanism} value ${i}`);
-  ok(
-    await runKafkaTool(
-      "kafka-console-producer",
-      ["--bootstrap-server", bootstrap, "--topic", topic, "--producer.config", config, "--producer-property", "acks=all", "--property", "parse.key=true", "--property", "key.separator=:"],
-      { stdin: lines.join("\n") + "\n", timeoutMs: 90_000 },
-    ),
-  );
-  const consumed = ok(
-    await runKafkaTool(
-      "kafka-console-consumer",
-      [
-        "--bootstrap-server", bootstrap,
-        "--topic", topic,
-        "--group", `${topic}-group`,
-        "--consumer.config", config,
-        "--consumer-property", "auto.offset.reset=earliest",
-        "--max-messages", String(COUNT),
-        "--timeout-ms", "60000",
-        "--property", "print.key=true",
-        "--property", "key.separator=:",
-      ],
-      { timeoutMs: 120_000 },
-    ),
-  );
-  expect(consumed.stdout.trimEnd().split("\n")).toEqual(lines);
-  const fetched = await client.request(9, 8, { groups: [{ groupId: `${topic}-group`, topics: [{ name: topic, partitionIndexes: [0] }] }], requireStable: true });
-  expect(fetched.groups[0].topics[0].partitions[0].committedOffset).toBe(COUNT);
+  await consoleRoundTrip({ bootstrap: tls ? saslSsl : sasl, topic, clientConfig: javaClientConfig(topic, mechanism, user, password, tls), label: mechanism, count: COUNT, client });
 }
 
 describe("Apache Kafka's Java client (4.1.1) over SASL_PLAINTEXT", () => {

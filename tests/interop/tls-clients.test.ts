@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
-import { ensureKafkaLibs, REPO_ROOT, runKafkaTool, type ToolResult } from "../support/apache-kafka.ts";
+import { ensureKafkaLibs, REPO_ROOT, runKafkaTool } from "../support/apache-kafka.ts";
+import { consoleRoundTrip } from "../support/console-round-trip.ts";
 import { ensureInteropClients, VENV_PYTHON } from "../support/interop-clients.ts";
 import { LineChild, killLiveChildren } from "../support/line-child.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
@@ -64,11 +65,6 @@ async function createTopic(name: string): Promise<void> {
   expect(res.topics[0].errorCode).toBe(ErrorCode.NONE);
 }
 
-function ok(result: ToolResult): ToolResult {
-  if (result.code !== 0) throw new Error(`tool exited ${result.code}\n${result.stderr.slice(-4000)}`);
-  return result;
-}
-
 /** A Java client properties file: SSL with the CA as a PEM truststore, and a PEM keystore when asked. */
 function javaClientConfig(name: string, withKeystore: boolean): string {
   const path = join(certs.dir, `${name}.properties`);
@@ -80,37 +76,7 @@ function javaClientConfig(name: string, withKeystore: boolean): string {
 
 async function javaRoundTrip(listener: "SSL" | "MTLS", topic: string): Promise<void> {
   await createTopic(topic);
-  const bootstrap = `127.0.0.1:${broker.ports[listener]}`;
-  const config = javaClientConfig(topic, listener === "MTLS");
-  const lines = Array.from({ length: COUNT }, (_, i) => `key-${i}:${listener} value ${i}`);
-  ok(
-    await runKafkaTool(
-      "kafka-console-producer",
-      ["--bootstrap-server", bootstrap, "--topic", topic, "--producer.config", config, "--producer-property", "acks=all", "--property", "parse.key=true", "--property", "key.separator=:"],
-      { stdin: lines.join("\n") + "\n", timeoutMs: 90_000 },
-    ),
-  );
-  const consumed = ok(
-    await runKafkaTool(
-      "kafka-console-consumer",
-      [
-        "--bootstrap-server", bootstrap,
-        "--topic", topic,
-        "--group", `${topic}-group`,
-        "--consumer.config", config,
-        "--consumer-property", "auto.offset.reset=earliest",
-        "--max-messages", String(COUNT),
-        "--timeout-ms", "60000",
-        "--property", "print.key=true",
-        "--property", "key.separator=:",
-      ],
-      { timeoutMs: 120_000 },
-    ),
-  );
-  expect(consumed.stdout.trimEnd().split("\n")).toEqual(lines);
-  // The group's offsets were committed over TLS too.
-  const fetched = await client.request(9, 8, { groups: [{ groupId: `${topic}-group`, topics: [{ name: topic, partitionIndexes: [0] }] }], requireStable: true });
-  expect(fetched.groups[0].topics[0].partitions[0].committedOffset).toBe(COUNT);
+  await consoleRoundTrip({ bootstrap: `127.0.0.1:${broker.ports[listener]}`, topic, clientConfig: javaClientConfig(topic, listener === "MTLS"), label: listener, count: COUNT, client });
 }
 
 describe("Apache Kafka's Java client (4.1.1) over TLS", () => {
