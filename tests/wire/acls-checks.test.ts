@@ -92,35 +92,27 @@ describe("log APIs", () => {
     ]);
   });
 
+  /** Fetch v12 of partition 0 of topics t and u, from a consumer (-1) or a replica (a broker id). */
+  const fetchOfTopicsTU = (replicaId: number) => ({
+    replicaId,
+    maxWaitMs: 0,
+    minBytes: 0,
+    maxBytes: 1 << 20,
+    isolationLevel: 0,
+    sessionId: 0,
+    sessionEpoch: -1,
+    topics: ["t", "u"].map((topic) => ({ topic, partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset: 0, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: 1 << 20 }] })),
+    forgottenTopicsData: [],
+    rackId: "",
+  });
+
   test("Fetch: READ on each topic", async () => {
     const res = await denied([deny(Res.TOPIC, "t", Op.READ)], () =>
-      client.request(1, 12, {
-        replicaId: -1,
-        maxWaitMs: 0,
-        minBytes: 0,
-        maxBytes: 1 << 20,
-        isolationLevel: 0,
-        sessionId: 0,
-        sessionEpoch: -1,
-        topics: ["t", "u"].map((topic) => ({ topic, partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset: 0, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: 1 << 20 }] })),
-        forgottenTopicsData: [],
-        rackId: "",
-      }),
+      client.request(1, 12, fetchOfTopicsTU(-1)),
     );
     expect(res.responses.map((r: { partitions: { errorCode: number }[] }) => r.partitions[0]!.errorCode)).toEqual([E.TOPIC_AUTHORIZATION_FAILED, E.NONE]);
     // A replica's fetch (replica id >= 0) needs CLUSTER_ACTION, which nobody was granted: every partition refused.
-    const replica = await client.request(1, 12, {
-      replicaId: 1,
-      maxWaitMs: 0,
-      minBytes: 0,
-      maxBytes: 1 << 20,
-      isolationLevel: 0,
-      sessionId: 0,
-      sessionEpoch: -1,
-      topics: ["t", "u"].map((topic) => ({ topic, partitions: [{ partition: 0, currentLeaderEpoch: -1, fetchOffset: 0, lastFetchedEpoch: -1, logStartOffset: -1, partitionMaxBytes: 1 << 20 }] })),
-      forgottenTopicsData: [],
-      rackId: "",
-    });
+    const replica = await client.request(1, 12, fetchOfTopicsTU(1));
     expect(replica.responses.map((r: { partitions: { errorCode: number }[] }) => r.partitions[0]!.errorCode)).toEqual([E.TOPIC_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED]);
   });
 
