@@ -8,7 +8,7 @@
  * - the Java console producer and consumer (a group: FindCoordinator, JoinGroup, OffsetCommit) with
  *   `security.protocol=SASL_PLAINTEXT` and SCRAM-SHA-512, then PLAIN; a wrong password gives the client's
  *   SaslAuthenticationException with Apache's message and writes nothing; SCRAM-SHA-512 over SASL_SSL;
- * - librdkafka (confluent-kafka) with SCRAM-SHA-256, idempotent producer and a group consumer; a wrong
+ * - librdkafka (confluent-kafka) with SCRAM-SHA-256, and SCRAM-SHA-512 over SASL_SSL, idempotent producer and a group consumer; a wrong
  *   password: its authentication error, nothing delivered;
  * - franz-go 1.22 with SCRAM-SHA-512 and PLAIN (idempotent producer, group consumer); a wrong password:
  *   its SASL_AUTHENTICATION_FAILED error, nothing produced;
@@ -174,15 +174,15 @@ describe("Apache Kafka's Java client (4.1.1) over SASL_PLAINTEXT", () => {
   });
 });
 
-async function librdkafka(topic: string, mechanism: string, user: string, password: string) {
+async function librdkafka(topic: string, mechanism: string, user: string, password: string, tls = false) {
   const child = new LineChild("secure_produce_consume.py", [
     VENV_PYTHON,
     PYTHON_SCRIPT,
-    sasl,
+    tls ? saslSsl : sasl,
     topic,
     String(COUNT),
     "sasl-value",
-    "security.protocol=sasl_plaintext",
+    ...(tls ? ["security.protocol=sasl_ssl", `ssl.ca.location=${certs.caPath}`] : ["security.protocol=sasl_plaintext"]),
     `sasl.mechanisms=${mechanism}`,
     `sasl.username=${user}`,
     `sasl.password=${password}`,
@@ -194,14 +194,23 @@ async function librdkafka(topic: string, mechanism: string, user: string, passwo
   return JSON.parse(child.stdout.trim().split("\n").pop()!) as { librdkafka: string; delivered: number; errors: string[]; consumed: [string, string][] };
 }
 
-describe("librdkafka (confluent-kafka) over SASL_PLAINTEXT", () => {
-  test(`SCRAM-SHA-256: ${COUNT} idempotent records produced and consumed in a group`, async () => {
-    await createTopic("rdk-scram");
-    const output = await librdkafka("rdk-scram", "SCRAM-SHA-256", "rdk", "rdk-secret");
+describe("librdkafka (confluent-kafka) over SASL_PLAINTEXT and SASL_SSL", () => {
+  async function roundTrip(topic: string, mechanism: string, user: string, password: string, tls: boolean): Promise<void> {
+    await createTopic(topic);
+    const output = await librdkafka(topic, mechanism, user, password, tls);
     const summary = JSON.stringify({ ...output, consumed: output.consumed.length });
     expect(output.librdkafka, summary).toMatch(/^2\./);
+    expect(output.errors, summary).toEqual([]);
     expect(output.delivered, summary).toBe(COUNT);
     expect(output.consumed, summary).toEqual(Array.from({ length: COUNT }, (_, i) => [`key-${i}`, `sasl-value-${i}`]));
+  }
+
+  test(`SCRAM-SHA-256: ${COUNT} idempotent records produced and consumed in a group`, async () => {
+    await roundTrip("rdk-scram", "SCRAM-SHA-256", "rdk", "rdk-secret", false);
+  }, TIMEOUT);
+
+  test(`SASL_SSL with SCRAM-SHA-512 (the CA as ssl.ca.location): ${COUNT} idempotent records produced and consumed in a group`, async () => {
+    await roundTrip("rdk-scram-ssl", "SCRAM-SHA-512", "alice", "alice-secret", true);
   }, TIMEOUT);
 
   test("a wrong password: librdkafka's authentication error, nothing delivered", async () => {
