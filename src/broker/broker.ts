@@ -80,6 +80,7 @@ import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
 import { OwnedResources } from "./owned-resources.ts";
 import { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
+import { noTransactions, type TransactionVerifier } from "../domain/txn/verifier.ts";
 import { noopWaker, type Waker } from "../cluster/waker.ts";
 import { PeerClients } from "../cluster/peer-client.ts";
 import { OffsetCompletionQueue } from "../storage/offset-queue.ts";
@@ -109,6 +110,11 @@ export interface BrokerDeps {
   groups?: GroupCoordinatorOptions;
   /** Transaction coordinator settings beyond BrokerConfig (tests turn off its timers, shorten intervals). */
   txn?: Partial<TxnCoordinatorOptions>;
+  /**
+   * What the partitions ask before a transactional append, given the verifier the broker would use
+   * (the coordinator's, or the remote one wrapping it in cluster mode): tests replace or wrap it.
+   */
+  transactionVerifier?: (coordinators: TransactionVerifier) => TransactionVerifier;
   /** Told how many partitions are recovered at start-up, as they are. */
   onRecoveryProgress?: (done: number, total: number) => void;
   /**
@@ -172,6 +178,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const ownership = deps.liveBrokers === undefined ? new SingleBrokerOwnership(...ownershipArgs) : new ClusterOwnership(...ownershipArgs, deps.liveBrokers, NOTHING_OWNED);
   // Cluster mode: a partition is opened only when taken over, at its leader epoch, and retention and the
   // cleaner check the epoch right before each unlink and rename (file names cannot fence those).
+  // The partitions ask the transaction coordinator's verifier, built below (it writes its markers through
+  // them): they look it up at each transactional append, and until then no partition is in any transaction.
+  let transactionVerifier: TransactionVerifier = noTransactions;
   const partitions = new PartitionManager(
     fs,
     clock,
@@ -180,6 +189,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     topics,
     undefined,
     clusterMode ? { clusterMode, mayWrite: (topic, partition, epoch) => ownership.mayAct({ kind: "partition", topic, partition }, epoch) } : {},
+    () => transactionVerifier,
   );
   // Cluster mode recovers a partition when this broker takes it over, not at start.
   if (!clusterMode) await partitions.openAll(deps.onRecoveryProgress);
@@ -272,7 +282,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     : undefined;
   if (peers !== undefined) askPeerToApply = peerMarkerWake(peers, log);
   const remoteTxnVerifier = peers === undefined ? undefined : new RemoteTxnVerifier({ ownership, peers, local: txn.verifier, log });
-  partitions.setTransactionVerifier(remoteTxnVerifier?.verifier ?? txn.verifier);
+  const coordinatorsVerifier = remoteTxnVerifier?.verifier ?? txn.verifier;
+  transactionVerifier = deps.transactionVerifier?.(coordinatorsVerifier) ?? coordinatorsVerifier;
   const markerWatcher = new MarkerQueueWatcher({
     queue: markerQueue,
     ownership,

@@ -5,8 +5,9 @@
  *
  * The partition side of transactions for the transaction coordinator: `writeMarker` (an end-transaction
  * marker on a partition led here, resolved once durable), `fenceProducer` (an epoch bump on every local
- * partition), and the TransactionVerifier every partition asks before a transactional append
- * (`setTransactionVerifier`; until it is called, no partition is in any transaction).
+ * partition), and the TransactionVerifier every partition asks before a transactional append (looked
+ * up at each ask through the function given at construction; without one, no partition is in any
+ * transaction).
  *
  * A partition whose open finds its data damaged (a CorruptStateError: docs/operations.md, "Damaged data")
  * is refused, not retried: the refusal goes into the damage registry, `refusal` tells handlers to answer
@@ -73,10 +74,9 @@ export class PartitionManager {
   private timer: ReturnType<typeof setInterval> | undefined;
   private maintenance: Promise<void> | undefined;
   private closed = false;
-  private verifier: TransactionVerifier = noTransactions;
-  /** What every partition asks; it delegates, so that a verifier installed later reaches open partitions. */
+  /** What every partition asks; it looks the verifier up at each ask (see the constructor). */
   private readonly partitionVerifier: TransactionVerifier = {
-    verifyBatch: (producerId, producerEpoch, topic, partition) => this.verifier.verifyBatch(producerId, producerEpoch, topic, partition),
+    verifyBatch: (producerId, producerEpoch, topic, partition) => this.transactionVerifier().verifyBatch(producerId, producerEpoch, topic, partition),
   };
 
   /** What is known of damaged data in the partitions (refusals at open, damage reads and the scrubber found). */
@@ -90,6 +90,13 @@ export class PartitionManager {
     private readonly topics: TopicStore,
     damage?: SegmentDamageRegistry,
     private readonly hosting: PartitionHosting = {},
+    /**
+     * The transaction coordinator's verifier, which every partition asks before a transactional append.
+     * A lookup, asked at each append, because the coordinator is built after the partitions (it writes
+     * its markers and fences through them): until it exists the lookup answers `noTransactions`, and no
+     * partition is in any transaction. Default: never any transaction.
+     */
+    private readonly transactionVerifier: () => TransactionVerifier = () => noTransactions,
   ) {
     this.damage = damage ?? new SegmentDamageRegistry(clock, log);
   }
@@ -125,11 +132,6 @@ export class PartitionManager {
   /** Why the partition was refused at open (its data is damaged), if it was: handlers answer KAFKA_STORAGE_ERROR. */
   refusal(topicName: string, partition: number): SegmentDamage | undefined {
     return this.damage.refusal(`${topicName}-${partition}`);
-  }
-
-  /** Installs the transaction coordinator's verifier for every partition, open or opened later. */
-  setTransactionVerifier(verifier: TransactionVerifier): void {
-    this.verifier = verifier;
   }
 
   /**

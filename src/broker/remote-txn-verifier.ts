@@ -6,9 +6,9 @@
  *
  * The partition's check (TransactionVerifier.verifyBatch) is synchronous, so the asking happens before it:
  * the Produce handler awaits `prepare(request)` before appending, which verifies the request's
- * transactional batches whose coordinator is remote and records the answers; `verifier` (installed with
- * PartitionManager.setTransactionVerifier in place of the coordinator's own) then answers from them, and
- * from the local coordinator for everything else.
+ * transactional batches whose coordinator is remote and records the answers; `verifier` (what the
+ * PartitionManager's partitions ask in place of the coordinator's own) then answers from them, and from
+ * the local coordinator for everything else.
  *
  * - A positive answer is cached per (producer id, epoch, partition) until this leader sees that
  *   producer's marker (`onMarker`: the transaction ended here; the next one is asked again) or an epoch
@@ -81,7 +81,7 @@ export class RemoteTxnVerifier {
   private readonly negative = new Map<number, { epoch: number; verdicts: Map<string, TxnBatchVerdict> }>();
   private readonly maxProducers: number;
 
-  /** For PartitionManager.setTransactionVerifier: the remote answers, else the local coordinator's. */
+  /** What the partitions ask (broker.ts hands it to the PartitionManager): the remote answers, else the local coordinator's. */
   readonly verifier: TransactionVerifier = {
     verifyBatch: (producerId, producerEpoch, topic, partition) => {
       const key = partitionKey(topic, partition);

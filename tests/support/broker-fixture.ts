@@ -16,11 +16,13 @@ export function startBrokerAndClient(
   overrides: Partial<BrokerConfig>,
   use: (broker: TestBroker, client: WireClient) => void,
   timeoutMs?: number,
+  /** startTestBroker's options (a SwappableVerifier's `wrap`, ...). */
+  opts?: Parameters<typeof startTestBroker>[1],
 ): void {
   let broker: TestBroker | undefined;
   let client: WireClient | undefined;
   beforeAll(async () => {
-    broker = await startTestBroker(overrides);
+    broker = await startTestBroker(overrides, opts);
     client = await WireClient.connect(broker.port);
     use(broker, client);
   }, timeoutMs);

@@ -9,7 +9,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createBroker, type Broker } from "../../src/broker/broker.ts";
+import { createBroker, type Broker, type BrokerDeps } from "../../src/broker/broker.ts";
 import type { GroupCoordinatorOptions } from "../../src/broker/group-coordinator.ts";
 import { defaultBrokerConfig, type BrokerConfig } from "../../src/broker/config.ts";
 import { interBrokerListener, resolveListeners } from "../../src/broker/listener-config.ts";
@@ -46,6 +46,8 @@ export async function startTestBroker(
     cleaner?: false;
     /** false: the cleaner's passes run on the event loop even on the real file system. */
     cleanerThreads?: false;
+    /** BrokerDeps.transactionVerifier: replaces or wraps what the partitions ask (a SwappableVerifier's `wrap`). */
+    transactionVerifier?: BrokerDeps["transactionVerifier"];
   } = {},
 ): Promise<TestBroker> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "bunka-test-"));
@@ -75,6 +77,7 @@ export async function startTestBroker(
       ...(opts.cleaner === false ? { cleaner: false as const } : {}),
       // On the real file system the cleaner runs on its threads, as in the binary.
       cleanerThreads: opts.fs === undefined && opts.cleanerThreads !== false,
+      ...(opts.transactionVerifier === undefined ? {} : { transactionVerifier: opts.transactionVerifier }),
     });
     tlsSources = [];
     const listener = await startKafkaListener({

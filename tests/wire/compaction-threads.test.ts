@@ -55,9 +55,8 @@ class Lines implements Logger {
 }
 
 async function broker(clock?: Clock): Promise<TestBroker> {
-  const b = await startTestBroker({ autoCreateTopicsEnable: false }, { cleaner: false, ...(clock === undefined ? {} : { clock }) });
+  const b = await startTestBroker({ autoCreateTopicsEnable: false }, { cleaner: false, transactionVerifier: () => allowAll, ...(clock === undefined ? {} : { clock }) });
   brokers.push(b);
-  b.broker.services.partitions.setTransactionVerifier(allowAll);
   return b;
 }
 

@@ -10,12 +10,14 @@ import { BATCH_HEADER_BYTES, checkBatch, parseBatchHeader, parseControlRecord } 
 import { decodeRecords } from "../../src/protocol/records/records.ts";
 import { buildBatch, type TestRecord } from "../support/batch-builder.ts";
 import { startBrokerAndClient } from "../support/broker-fixture.ts";
+import { SwappableVerifier } from "../support/swappable-verifier.ts";
 import type { TestBroker } from "../support/test-broker.ts";
 import type { WireClient } from "../support/wire-client.ts";
 
 let broker: TestBroker;
 let client: WireClient;
-startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)));
+const verifiers = new SwappableVerifier();
+startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)), undefined, { transactionVerifier: verifiers.wrap });
 
 class AllowAll implements TransactionVerifier {
   verifyBatch(): TxnBatchVerdict {
@@ -192,7 +194,7 @@ describe("compacted topics over the wire", () => {
   });
 
   test("transactional data in a compacted topic: aborted records go, committed ones compact by key, read_committed stays exact", async () => {
-    broker.broker.services.partitions.setTransactionVerifier(new AllowAll());
+    verifiers.use(new AllowAll());
     expect(await createTopic("wire-compact-txn", { "cleanup.policy": "compact", "segment.bytes": "300" })).toBe(ErrorCode.NONE);
     await produce("wire-compact-txn", [{ key: "k", value: "plain-1" }]);
     const abortedAt = await produce("wire-compact-txn", [{ key: "k", value: "aborted" }, { key: "m", value: "aborted" }], 501, true);

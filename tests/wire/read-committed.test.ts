@@ -12,6 +12,7 @@ import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { BATCH_HEADER_BYTES, checkBatch, parseBatchHeader, parseControlRecord } from "../../src/protocol/records/record-batch.ts";
 import { buildBatch } from "../support/batch-builder.ts";
 import { startBrokerAndClient } from "../support/broker-fixture.ts";
+import { SwappableVerifier } from "../support/swappable-verifier.ts";
 import type { TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -22,7 +23,8 @@ const READ_COMMITTED = 1;
 
 let broker: TestBroker;
 let client: WireClient;
-startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)), TIMEOUT);
+const verifiers = new SwappableVerifier();
+startBrokerAndClient({ autoCreateTopicsEnable: false }, (b, c) => ((broker = b), (client = c)), TIMEOUT, { transactionVerifier: verifiers.wrap });
 
 /** Vouches for (topic, partition, producer, epoch) tuples it was told about. */
 class FakeVerifier implements TransactionVerifier {
@@ -37,7 +39,7 @@ class FakeVerifier implements TransactionVerifier {
 
 function installVerifier(): FakeVerifier {
   const verifier = new FakeVerifier();
-  broker.broker.services.partitions.setTransactionVerifier(verifier);
+  verifiers.use(verifier);
   return verifier;
 }
 

@@ -15,6 +15,7 @@ import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import type { ProduceRequest } from "../../src/protocol/generated/produce-request.ts";
 import { buildBatch } from "../support/batch-builder.ts";
+import { SwappableVerifier } from "../support/swappable-verifier.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -27,6 +28,8 @@ let peers: PeerClients;
 let asked: number;
 let verifier: RemoteTxnVerifier;
 let coordinatorPort: () => number;
+/** B's partitions ask the RemoteTxnVerifier built below, once it is. */
+const verifiers = new SwappableVerifier();
 
 /** Makes `broker`'s ownership say that transaction slots are owned by `owner` (and the rest by itself). */
 function fakeTxnOwner(broker: TestBroker, owner: number): void {
@@ -46,7 +49,7 @@ async function createTopic(c: WireClient, name: string, partitions: number): Pro
 
 beforeAll(async () => {
   a = await startTestBroker({ brokerId: 0 }, { groups: { sweep: false } });
-  b = await startTestBroker({ brokerId: 1 }, { groups: { sweep: false } });
+  b = await startTestBroker({ brokerId: 1 }, { groups: { sweep: false }, transactionVerifier: verifiers.wrap });
   fakeTxnOwner(a, 0);
   fakeTxnOwner(b, 0);
   toA = await WireClient.connect(a.port);
@@ -62,7 +65,7 @@ beforeAll(async () => {
     },
   };
   verifier = new RemoteTxnVerifier({ ownership: b.broker.services.ownership, peers: counting, local: b.broker.services.txn.verifier, log: silentLogger });
-  b.broker.services.partitions.setTransactionVerifier(verifier.verifier);
+  verifiers.use(verifier.verifier);
 });
 
 afterAll(async () => {

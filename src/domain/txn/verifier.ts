@@ -6,9 +6,9 @@
  * marker will ever end, pinning the last stable offset forever (a "hanging transaction").
  *
  * Synchronous and pure from the partition's point of view: the partition asks under its single writer,
- * between classification and append, so the answer must not need an await. The broker installs the
- * coordinator's implementation (PartitionManager.setTransactionVerifier); until it does, `noTransactions`
- * refuses every transactional batch.
+ * between classification and append, so the answer must not need an await. The broker gives the
+ * PartitionManager a lookup of the coordinator's implementation; until the coordinator exists, the lookup
+ * answers `noTransactions`, which refuses every transactional batch.
  */
 
 /**

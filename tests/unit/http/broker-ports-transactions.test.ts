@@ -18,6 +18,7 @@ import type { Partition } from "../../../src/storage/partition.ts";
 import { buildBatch } from "../../support/batch-builder.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
+import { SwappableVerifier } from "../../support/swappable-verifier.ts";
 
 const brokers: Broker[] = [];
 afterEach(async () => {
@@ -30,14 +31,15 @@ async function setup() {
   const clock = new ManualClock();
   const fs = new MemoryFs();
   const config = { ...defaultBrokerConfig(), dataDir: "/data", listenPort: 0, httpPort: 0 };
-  const broker = await createBroker({ config, fs, clock, log: silentLogger, maintenance: false, txn: { timers: false } });
+  const verifiers = new SwappableVerifier();
+  const broker = await createBroker({ config, fs, clock, log: silentLogger, maintenance: false, txn: { timers: false }, transactionVerifier: verifiers.wrap });
   brokers.push(broker);
   await broker.services.txn.whenReady();
   const ports = new BrokerQueryPorts({ broker, metrics: new BrokerMetrics(), version: "0.0.0-test", nowMs: () => clock.nowMs(), startedAtMs: clock.nowMs() });
   ports.setListener({ connectionCount: () => 0 });
   const app = createHttpApp(ports, { adminToken: TOKEN });
   expect((await broker.services.topics.create({ name: "orders", partitions: 2 })).ok).toBe(true);
-  return { clock, fs, broker, ports, app };
+  return { clock, fs, broker, ports, app, verifiers };
 }
 
 /** A transaction as a client makes one: InitProducerId, AddPartitions, AddOffsets, staged offsets, a batch. */
@@ -265,9 +267,9 @@ describe("transactions over the real coordinator", () => {
   });
 
   test("an orphaned transaction on a partition (no coordinator entry) is a stuck-LSO warning once the grace has passed", async () => {
-    const { clock, broker, ports } = await setup();
+    const { clock, broker, ports, verifiers } = await setup();
     // A batch the verifier would refuse today (what an older broker or a bug may have left in a log).
-    broker.services.partitions.setTransactionVerifier({ verifyBatch: () => "in-transaction" });
+    verifiers.use({ verifyBatch: () => "in-transaction" });
     await appendTransactional(broker, 1, 999, 0, 2);
     expect((await ports.transactions.overview()).warnings).toEqual([]);
     clock.advance(29_000);
