@@ -28,6 +28,7 @@ export const servedApis = [
   "AlterConfigs", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete", "DescribeCluster", "DescribeProducers",
   "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DescribeAcls", "CreateAcls", "DeleteAcls",
   "SaslAuthenticate", "DescribeUserScramCredentials", "AlterUserScramCredentials", "DescribeClientQuotas",
+  "DescribeLogDirs", "UpdateFeatures", "DescribeTopicPartitions",
 ];
 
 // ---------------------------------------------------------------------------------------------- schema

@@ -23,6 +23,7 @@ import type { MetadataRequest } from "../protocol/generated/metadata-request.ts"
 import type { MetadataResponseInit, MetadataResponse_MetadataResponseTopicInit } from "../protocol/generated/metadata-response.ts";
 import type { TopicRecord } from "../storage/topic-store.ts";
 import { underGate } from "./metadata-mutations.ts";
+import { partitionMetadata } from "./partition-metadata.ts";
 import type { Handler } from "./handler.ts";
 import {
   AUTHORIZED_OPERATIONS_OMITTED,
@@ -38,18 +39,11 @@ export function metadataHandler(services: BrokerServices): Handler<MetadataReque
     topicId: topic.topicId,
     isInternal: false,
     partitions: Array.from({ length: topic.partitions }, (_, partitionIndex) => {
-      const leaderId = ownership.partitionLeader(topic.name, partitionIndex);
-      // The leader epoch: this broker's for a partition it leads (0 in single-broker mode), the owner
-      // key's for one another broker leads (what that broker leads it at), -1 when not known: a client
-      // then asks the leader with no epoch check.
-      const standing = ownership.standing({ kind: "partition", topic: topic.name, partition: partitionIndex });
+      const described = partitionMetadata(ownership, topic.name, partitionIndex);
       return {
-        errorCode: leaderId < 0 ? ErrorCode.LEADER_NOT_AVAILABLE : ErrorCode.NONE,
+        errorCode: described.leaderId < 0 ? ErrorCode.LEADER_NOT_AVAILABLE : ErrorCode.NONE,
         partitionIndex,
-        leaderId,
-        leaderEpoch: standing.state === "elsewhere" ? (leaderId < 0 ? -1 : (standing.epoch ?? -1)) : standing.epoch,
-        replicaNodes: leaderId < 0 ? [] : [leaderId],
-        isrNodes: leaderId < 0 ? [] : [leaderId],
+        ...described,
         offlineReplicas: [],
       };
     }),

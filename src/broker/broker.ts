@@ -53,6 +53,9 @@ import { describeClusterHandler } from "./60-describe-cluster.ts";
 import { describeProducersHandler } from "./61-describe-producers.ts";
 import { describeTransactionsHandler } from "./65-describe-transactions.ts";
 import { listTransactionsHandler } from "./66-list-transactions.ts";
+import { describeLogDirsHandler } from "./35-describe-log-dirs.ts";
+import { updateFeaturesHandler } from "./57-update-features.ts";
+import { describeTopicPartitionsHandler } from "./75-describe-topic-partitions.ts";
 import { offsetForLeaderEpochHandler } from "./23-offset-for-leader-epoch.ts";
 import { ConfigChanges } from "./config-changes.ts";
 import { BrokerAuthorizer } from "./authorizer.ts";
@@ -380,7 +383,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     .register(describeClusterHandler(services))
     .register(describeProducersHandler(services))
     .register(describeTransactionsHandler(services))
-    .register(listTransactionsHandler(services));
+    .register(listTransactionsHandler(services))
+    .register(describeLogDirsHandler(services))
+    .register(updateFeaturesHandler(services))
+    .register(describeTopicPartitionsHandler(services));
 
   const dispatcher = new Dispatcher(registry, log, deps.observer, sasl);
   log.info("broker ready", { clusterId: cluster.clusterId, brokerId: config.brokerId, topics: topics.list().length });

@@ -27,6 +27,12 @@ export interface FileStat {
   mtimeMs: number;
 }
 
+/** The size of the file system a path is on, and what an unprivileged writer may still use of it. */
+export interface DiskSpace {
+  totalBytes: number;
+  usableBytes: number;
+}
+
 export type OpenMode =
   /** read only; the file must exist */
   | "r"
@@ -48,4 +54,9 @@ export interface Fs {
   rmrf(path: string): Promise<void>;
   /** undefined when the path does not exist. */
   stat(path: string): Promise<FileStat | undefined>;
+  /**
+   * statfs(2) of the file system holding `path` (DescribeLogDirs' total and usable bytes). Optional:
+   * a file system without it (the tests' in-memory one) has no size to tell.
+   */
+  diskSpace?(path: string): Promise<DiskSpace>;
 }

@@ -19,7 +19,7 @@
 import { readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import type { BatchedSync, SyncTarget } from "./batched-sync.ts";
-import type { FileHandle, FileStat, Fs, OpenMode } from "./fs.ts";
+import type { DiskSpace, FileHandle, FileStat, Fs, OpenMode } from "./fs.ts";
 
 /** How far back from the end of its own writes a handle reads synchronously (see the header). */
 export const RECENT_WRITE_BYTES = 4 * 1024 * 1024;
@@ -178,6 +178,12 @@ export function createNodeFs(batched?: BatchedSync): Fs {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
         throw error;
       }
+    },
+    async diskSpace(path: string): Promise<DiskSpace> {
+      const s = await fsp.statfs(path);
+      // Counted in fragments (f_frsize) where the platform says it, as Java's FileStore does; else blocks.
+      const unit = (s as { frsize?: number }).frsize ?? s.bsize;
+      return { totalBytes: s.blocks * unit, usableBytes: s.bavail * unit };
     },
   };
 }

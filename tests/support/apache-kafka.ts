@@ -33,6 +33,8 @@ export type KafkaTool =
   | "kafka-consumer-groups"
   | "kafka-configs"
   | "kafka-broker-api-versions"
+  | "kafka-features"
+  | "kafka-log-dirs"
   | "kafka-storage";
 
 /** Main class of each tool in Kafka 4.1 (what bin/<tool>.sh runs). */
@@ -46,6 +48,8 @@ export const TOOL_MAIN_CLASSES: Record<KafkaTool, string> = {
   "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
   "kafka-configs": "kafka.admin.ConfigCommand",
   "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+  "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+  "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
   "kafka-storage": "kafka.tools.StorageTool",
 };
 export const KAFKA_SERVER_MAIN = "kafka.Kafka";

@@ -68,6 +68,13 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
       [-1, ErrorCode.LEADER_NOT_AVAILABLE],
       [-1, ErrorCode.LEADER_NOT_AVAILABLE],
     ]);
+    // DescribeTopicPartitions (the Java admin client's describeTopics): no leader either, and no error, as Apache answers.
+    const dtp = await client.request(75, 0, { topics: [{ name: "orders" }], responsePartitionLimit: 100, cursor: null });
+    expect(dtp.topics[0].partitions.map((p: { leaderId: number; errorCode: number; isrNodes: number[] }) => [p.leaderId, p.errorCode, p.isrNodes])).toEqual([
+      [-1, ErrorCode.NONE, []],
+      [-1, ErrorCode.NONE, []],
+      [-1, ErrorCode.NONE, []],
+    ]);
     const produced = await client.request(0, 9, { transactionalId: null, acks: -1, timeoutMs: 5000, topicData: [{ name: "orders", partitionData: [{ index: 0, records: null }] }] });
     expect(produced.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NOT_LEADER_OR_FOLLOWER);
     // From here on, partitions 0 and 1 are this broker's at epoch 3 and partition 2 is broker 7's.
@@ -93,6 +100,13 @@ describe("cluster mode: Metadata and DescribeCluster", () => {
       expect(md.topics[0].partitions.map((p: { leaderId: number }) => p.leaderId)).toEqual([2, 2, 7]);
       if (version >= 7) expect(md.topics[0].partitions.map((p: { leaderEpoch: number }) => p.leaderEpoch)).toEqual([3, 3, 5]);
     }
+    // DescribeTopicPartitions names the same leaders, at the same epochs.
+    const dtp = await client.request(75, 0, { topics: [{ name: "orders" }], responsePartitionLimit: 100, cursor: null });
+    expect(dtp.topics[0].partitions.map((p: { leaderId: number; leaderEpoch: number; replicaNodes: number[] }) => [p.leaderId, p.leaderEpoch, p.replicaNodes])).toEqual([
+      [2, 3, [2]],
+      [2, 3, [2]],
+      [7, 5, [7]],
+    ]);
     const md = await client.request(3, 12, { topics: null });
     expect(brokersOf(md)).toEqual(expected);
     const dc = await client.request(60, 1, { includeClusterAuthorizedOperations: false, endpointType: 1 });

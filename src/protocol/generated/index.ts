@@ -62,6 +62,8 @@ import * as describeConfigsRequest from "./describe-configs-request.ts";
 import * as describeConfigsResponse from "./describe-configs-response.ts";
 import * as alterConfigsRequest from "./alter-configs-request.ts";
 import * as alterConfigsResponse from "./alter-configs-response.ts";
+import * as describeLogDirsRequest from "./describe-log-dirs-request.ts";
+import * as describeLogDirsResponse from "./describe-log-dirs-response.ts";
 import * as saslAuthenticateRequest from "./sasl-authenticate-request.ts";
 import * as saslAuthenticateResponse from "./sasl-authenticate-response.ts";
 import * as createPartitionsRequest from "./create-partitions-request.ts";
@@ -78,6 +80,8 @@ import * as describeUserScramCredentialsRequest from "./describe-user-scram-cred
 import * as describeUserScramCredentialsResponse from "./describe-user-scram-credentials-response.ts";
 import * as alterUserScramCredentialsRequest from "./alter-user-scram-credentials-request.ts";
 import * as alterUserScramCredentialsResponse from "./alter-user-scram-credentials-response.ts";
+import * as updateFeaturesRequest from "./update-features-request.ts";
+import * as updateFeaturesResponse from "./update-features-response.ts";
 import * as describeClusterRequest from "./describe-cluster-request.ts";
 import * as describeClusterResponse from "./describe-cluster-response.ts";
 import * as describeProducersRequest from "./describe-producers-request.ts";
@@ -86,6 +90,8 @@ import * as describeTransactionsRequest from "./describe-transactions-request.ts
 import * as describeTransactionsResponse from "./describe-transactions-response.ts";
 import * as listTransactionsRequest from "./list-transactions-request.ts";
 import * as listTransactionsResponse from "./list-transactions-response.ts";
+import * as describeTopicPartitionsRequest from "./describe-topic-partitions-request.ts";
+import * as describeTopicPartitionsResponse from "./describe-topic-partitions-response.ts";
 
 export interface ApiCodecs {
   apiKey: number;
@@ -524,6 +530,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     defaultResponse: alterConfigsResponse.defaultAlterConfigsResponse,
   },
   {
+    apiKey: 35,
+    name: "DescribeLogDirs",
+    minVersion: describeLogDirsRequest.DescribeLogDirsRequestSchema.minVersion,
+    maxVersion: describeLogDirsRequest.DescribeLogDirsRequestSchema.maxVersion,
+    flexibleMinVersion: describeLogDirsRequest.DescribeLogDirsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: describeLogDirsRequest.DescribeLogDirsRequestSchema.latestVersionUnstable,
+    decodeRequest: describeLogDirsRequest.decodeDescribeLogDirsRequest,
+    encodeRequest: describeLogDirsRequest.encodeDescribeLogDirsRequest,
+    decodeResponse: describeLogDirsResponse.decodeDescribeLogDirsResponse,
+    encodeResponse: describeLogDirsResponse.encodeDescribeLogDirsResponse,
+    defaultRequest: describeLogDirsRequest.defaultDescribeLogDirsRequest,
+    defaultResponse: describeLogDirsResponse.defaultDescribeLogDirsResponse,
+  },
+  {
     apiKey: 36,
     name: "SaslAuthenticate",
     minVersion: saslAuthenticateRequest.SaslAuthenticateRequestSchema.minVersion,
@@ -636,6 +656,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     defaultResponse: alterUserScramCredentialsResponse.defaultAlterUserScramCredentialsResponse,
   },
   {
+    apiKey: 57,
+    name: "UpdateFeatures",
+    minVersion: updateFeaturesRequest.UpdateFeaturesRequestSchema.minVersion,
+    maxVersion: updateFeaturesRequest.UpdateFeaturesRequestSchema.maxVersion,
+    flexibleMinVersion: updateFeaturesRequest.UpdateFeaturesRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: updateFeaturesRequest.UpdateFeaturesRequestSchema.latestVersionUnstable,
+    decodeRequest: updateFeaturesRequest.decodeUpdateFeaturesRequest,
+    encodeRequest: updateFeaturesRequest.encodeUpdateFeaturesRequest,
+    decodeResponse: updateFeaturesResponse.decodeUpdateFeaturesResponse,
+    encodeResponse: updateFeaturesResponse.encodeUpdateFeaturesResponse,
+    defaultRequest: updateFeaturesRequest.defaultUpdateFeaturesRequest,
+    defaultResponse: updateFeaturesResponse.defaultUpdateFeaturesResponse,
+  },
+  {
     apiKey: 60,
     name: "DescribeCluster",
     minVersion: describeClusterRequest.DescribeClusterRequestSchema.minVersion,
@@ -690,6 +724,20 @@ export const apiCodecs: readonly ApiCodecs[] = [
     encodeResponse: listTransactionsResponse.encodeListTransactionsResponse,
     defaultRequest: listTransactionsRequest.defaultListTransactionsRequest,
     defaultResponse: listTransactionsResponse.defaultListTransactionsResponse,
+  },
+  {
+    apiKey: 75,
+    name: "DescribeTopicPartitions",
+    minVersion: describeTopicPartitionsRequest.DescribeTopicPartitionsRequestSchema.minVersion,
+    maxVersion: describeTopicPartitionsRequest.DescribeTopicPartitionsRequestSchema.maxVersion,
+    flexibleMinVersion: describeTopicPartitionsRequest.DescribeTopicPartitionsRequestSchema.flexibleMinVersion,
+    latestVersionUnstable: describeTopicPartitionsRequest.DescribeTopicPartitionsRequestSchema.latestVersionUnstable,
+    decodeRequest: describeTopicPartitionsRequest.decodeDescribeTopicPartitionsRequest,
+    encodeRequest: describeTopicPartitionsRequest.encodeDescribeTopicPartitionsRequest,
+    decodeResponse: describeTopicPartitionsResponse.decodeDescribeTopicPartitionsResponse,
+    encodeResponse: describeTopicPartitionsResponse.encodeDescribeTopicPartitionsResponse,
+    defaultRequest: describeTopicPartitionsRequest.defaultDescribeTopicPartitionsRequest,
+    defaultResponse: describeTopicPartitionsResponse.defaultDescribeTopicPartitionsResponse,
   },
 ];
 
