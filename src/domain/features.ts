@@ -37,11 +37,6 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
  */
 export const FINALIZED_FEATURES_EPOCH = 0;
 
-/** The finalized level of a feature; 0 for one bunka does not know. */
-export function finalizedLevel(name: string): number {
-  return SUPPORTED_FEATURES.find((f) => f.name === name)?.finalizedLevel ?? 0;
-}
-
 /**
  * The supported features for an ApiVersions answer at `apiVersion`. Before v4 a feature whose minimum is 0
  * is left out: older clients fail to read a minimum of 0 (KIP-1022; Apache omits them the same way).
@@ -76,16 +71,21 @@ export interface FeatureUpdate {
  * Why `update` cannot be applied, in Apache's words ("Invalid update version 2 for feature
  * transaction.version. Local controller 0 does not support this feature."), or null when it can (it then
  * changes nothing: it names the level the feature is at). `controllerId` is the broker answering as
- * controller, which Apache names in the message.
+ * controller, which Apache names in the message; `features` is the table (the unit tests pass one with
+ * levels above 0, which the rules already cover).
  */
-export function updateRefusal(update: FeatureUpdate, controllerId: number): string | null {
+export function updateRefusal(
+  update: FeatureUpdate,
+  controllerId: number,
+  features: readonly SupportedFeature[] = SUPPORTED_FEATURES,
+): string | null {
   const { feature, maxVersionLevel: level, upgradeType } = update;
   const invalid = (reason: string) => `Invalid update version ${level} for feature ${feature}. ${reason}`;
   if (upgradeType !== UpgradeType.UPGRADE && upgradeType !== UpgradeType.SAFE_DOWNGRADE && upgradeType !== UpgradeType.UNSAFE_DOWNGRADE) {
     return invalid("The controller does not support the given upgrade type.");
   }
   if (level < 0) return invalid("A feature version cannot be less than 0.");
-  const supported = SUPPORTED_FEATURES.find((f) => f.name === feature);
+  const supported = features.find((f) => f.name === feature);
   // An unknown feature is one supported at level 0 only (Apache's DISABLED range), except metadata.version,
   // which a KRaft controller always has and bunka never: any level of it is refused.
   const range = feature === "metadata.version" ? undefined : (supported ?? { minVersion: 0, maxVersion: 0 });
@@ -94,7 +94,7 @@ export function updateRefusal(update: FeatureUpdate, controllerId: number): stri
     if (range === undefined || range.maxVersion === 0) return invalid(`${what} does not support this feature.`);
     return invalid(`${what} only supports versions ${range.minVersion}-${range.maxVersion}`);
   }
-  const current = finalizedLevel(feature);
+  const current = supported?.finalizedLevel ?? 0;
   if (level < current && upgradeType === UpgradeType.UPGRADE) {
     return invalid("Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.");
   }
