@@ -109,7 +109,7 @@ export function produceHandler(services: BrokerServices): Handler<ProduceRequest
       return { response: failure(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, NOT_LEADER_MESSAGE) };
     }
     const leaderEpoch = leadership.epoch;
-    const config = resolveTopicConfigWithDefaults(topic.configs, services.config.topicConfigDefaults);
+    const config = resolveTopicConfigWithDefaults(topic.configs, services.runtimeConfig.topicDefaults());
     const produced = records ?? new Uint8Array(0);
     const validation = validateProduceRecordSet(produced, { maxBatchBytes: config.maxMessageBytes });
     if (!validation.ok) {

@@ -92,7 +92,7 @@ export function createTopicsHandler(services: BrokerServices): Handler<CreateTop
       }
     }
     const configs = ownConfigs(topic);
-    const problem = topicConfigProblems(configs, config.topicConfigDefaults)[0];
+    const problem = topicConfigProblems(configs, services.runtimeConfig.topicDefaults())[0];
     if (problem !== undefined) return failure(topic.name, ErrorCode.INVALID_CONFIG, problem.reason);
     return partitions;
   };

@@ -377,7 +377,7 @@ export function describeConfigsHandler(services: BrokerServices): Handler<Descri
     add(builtIn, ConfigSource.DEFAULT_CONFIG);
     return {
       name,
-      value: cleanerSettingValue(services.config.cleaner, name),
+      value: cleanerSettingValue(services.runtimeConfig.cleaner(), name),
       readOnly: !isDynamicCleanerSetting(name),
       synonyms,
       type: TYPE_IDS[type],

@@ -132,7 +132,7 @@ export function incrementalAlterConfigsHandler(
                 return refuse(ErrorCode.INVALID_CONFIG, `Can't ${verb} to key ${op.name} because its type is not LIST.`);
               }
               // A topic without its own value starts from the default it inherits.
-              const base = merged[op.name] ?? services.config.topicConfigDefaults[op.name] ?? TOPIC_CONFIG_DEFAULTS[op.name];
+              const base = merged[op.name] ?? services.runtimeConfig.topicDefaults()[op.name] ?? TOPIC_CONFIG_DEFAULTS[op.name];
               merged[op.name] = applyListOperation(op.configOperation, base, op.value!);
             }
           }

@@ -78,7 +78,8 @@ import { PartitionManager, type PartitionManagerOptions } from "./partitions.ts"
 import { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
 import { SegmentScrubber, type VerifiedStore } from "../storage/log/segment-scrubber.ts";
 import { systemTimers, type Timers } from "../platform/timers.ts";
-import { cleanerSettingsOf, LogCleanerService } from "./log-cleaner-service.ts";
+import { LogCleanerService } from "./log-cleaner-service.ts";
+import { RuntimeConfig } from "./runtime-config.ts";
 import { HandlerRegistry } from "./registry.ts";
 import type { BrokerServices } from "./services.ts";
 import { OwnedResources } from "./owned-resources.ts";
@@ -153,8 +154,8 @@ export interface Broker {
 
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const { fs, clock, log } = deps;
-  // A copy: dynamic broker configs change topicConfigDefaults below and at runtime, and the caller's
-  // object must keep the static values (a restart on the same config would otherwise see them as static).
+  // The static configuration, a copy of the caller's: the dynamic broker configs never change it (they
+  // are runtimeConfig's, below), and what a test sets on a running broker stays that broker's.
   const config: BrokerConfig = { ...deps.config };
   await ensureDir(fs, config.dataDir);
   const cluster = await loadOrCreateClusterMeta(fs, config.dataDir, clock.nowMs());
@@ -167,9 +168,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     staticTopicDefaults: config.topicConfigDefaults,
     staticCleaner: config.cleaner,
   });
-  // Dynamic broker configs (topic defaults, cleaner settings) override the static ones from here on.
-  config.topicConfigDefaults = brokerConfigs.topicDefaults();
-  config.cleaner = brokerConfigs.cleaner();
+  // What is in effect from here on: the dynamic broker configs (topic defaults, cleaner settings) over
+  // the static ones. Everything that reads those values reads them here.
+  const runtimeConfig = new RuntimeConfig(brokerConfigs);
   // ACLs, when an authorizer is configured: a damaged ACL file refuses the start (CorruptStateError).
   const authorizer = await BrokerAuthorizer.open(fs, config, log, () => clock.monotonicMs());
   // SCRAM credentials (a damaged file refuses the start) and SASL (PLAIN's users file read now).
@@ -193,14 +194,17 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     undefined,
     clusterMode ? { clusterMode, mayWrite: (topic, partition, epoch) => ownership.mayAct({ kind: "partition", topic, partition }, epoch) } : {},
     () => transactionVerifier,
+    runtimeConfig,
   );
+  // Open partitions follow a change of the broker-level topic defaults at once.
+  runtimeConfig.onChange(() => void partitions.applyTopicDefaults());
   // Cluster mode recovers a partition when this broker takes it over, not at start.
   if (!clusterMode) await partitions.openAll(deps.onRecoveryProgress);
   if (deps.maintenance !== false) partitions.startMaintenance(deps.maintenance);
   const cleanerThreads = deps.cleanerThreads
-    ? new CleanerThreadPool({ fs, log, ioMaxBytesPerSecond: () => cleanerSettingsOf(config).ioMaxBytesPerSecond })
+    ? new CleanerThreadPool({ fs, log, ioMaxBytesPerSecond: () => runtimeConfig.cleaner().ioMaxBytesPerSecond })
     : undefined;
-  const cleaner = new LogCleanerService(clock, log, config, topics, partitions, () => cleanerSettingsOf(config), undefined, undefined, cleanerThreads);
+  const cleaner = new LogCleanerService(clock, log, runtimeConfig, topics, partitions, () => runtimeConfig.cleaner(), undefined, undefined, cleanerThreads);
   if (deps.cleaner !== false) cleaner.start();
   // Verifies every stored batch in the background, and the slot stores' files after each pass
   // (docs/operations.md, "Damaged data"); the stores join once they are open, below.
@@ -319,6 +323,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ownership,
     topics,
     brokerConfigs,
+    runtimeConfig,
     partitions,
     cleaner,
     scrubber,

@@ -18,9 +18,10 @@
  *   "Cannot update these configs dynamically: Set(...)", Apache's answer for a static config; bunka gives
  *   it for unknown names too, which Apache stores and ignores. Invalid values and cleaner changes Apache
  *   refuses (threads beyond double or below half the current count, under 1 MiB of dedupe buffer per
- *   thread) -> INVALID_REQUEST, Apache's code for broker configs. The change is durable before the
- *   answer, then services.config.topicConfigDefaults and services.config.cleaner are replaced, so topics
- *   without their own value and the cleaner follow it at once.
+ *   thread) -> INVALID_REQUEST, Apache's code for broker configs. The change goes through
+ *   services.runtimeConfig (runtime-config.ts): durable before the answer, and in effect then, so topics
+ *   without their own value (open partitions included) and the cleaner follow it at once. The static
+ *   configuration, services.config, never changes.
  * Changes run one at a time across both APIs: each merges with the configs it read, so two overlapping
  * changes to one resource could otherwise lose one. Across the brokers of a cluster they also run under
  * the metadata gate (metadata-mutations.ts), which reads the topic and broker config files again first;
@@ -42,14 +43,12 @@ export type Outcome = { errorCode: number; errorMessage: string | null };
 
 /**
  * Reads the dynamic broker configs again (another broker sharing the data directory may have changed
- * them) and, when they differ, makes the running broker follow them as a change made here would:
- * config.topicConfigDefaults and config.cleaner are replaced. Resolves whether they changed.
+ * them) and, when they differ, makes the running broker follow them as a change made here would (the
+ * runtime config's values in effect replaced, its listeners told). Resolves whether they changed.
  */
-export async function reloadBrokerConfigs(services: Pick<BrokerServices, "brokerConfigs" | "config" | "log">): Promise<boolean> {
-  const { brokerConfigs, config, log } = services;
-  if (!(await brokerConfigs.refresh())) return false;
-  config.topicConfigDefaults = brokerConfigs.topicDefaults();
-  config.cleaner = brokerConfigs.cleaner();
+export async function reloadBrokerConfigs(services: Pick<BrokerServices, "brokerConfigs" | "runtimeConfig" | "log">): Promise<boolean> {
+  const { brokerConfigs, runtimeConfig, log } = services;
+  if (!(await runtimeConfig.refresh())) return false;
   log.info("read broker configs changed by another broker", { clusterDefault: brokerConfigs.get({ kind: "cluster" }), own: brokerConfigs.get({ kind: "broker", brokerId: brokerConfigs.brokerId }) });
   return true;
 }
@@ -159,7 +158,7 @@ export class ConfigChanges {
 
   /** Changes a topic's configs to what `compute` makes of its current ones (see the file comment). */
   async alterTopic(name: string, compute: ComputeConfigs, validateOnly: boolean): Promise<Outcome> {
-    const { topics, config, log } = this.services;
+    const { topics, runtimeConfig, log } = this.services;
     if (name === "") return refuse(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.");
     const nameProblem = configTopicNameProblem(name);
     if (nameProblem !== null) return refuse(ErrorCode.INVALID_TOPIC_EXCEPTION, nameProblem);
@@ -167,7 +166,7 @@ export class ConfigChanges {
     const current = topic?.configs ?? {};
     const next = compute(current);
     if (isOutcome(next)) return next;
-    const problem = topicConfigProblems(next, config.topicConfigDefaults)[0];
+    const problem = topicConfigProblems(next, runtimeConfig.topicDefaults())[0];
     if (problem !== undefined) return refuse(ErrorCode.INVALID_CONFIG, problem.reason);
     if (topic === undefined) return refuse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, `The topic '${name}' does not exist.`);
     if (validateOnly || sameConfigs(current, next)) return OK;
@@ -186,7 +185,7 @@ export class ConfigChanges {
    * has checked the resource name (brokerLayerOf) and refused names that cannot change at runtime.
    */
   async alterBroker(layer: BrokerConfigLayer, compute: ComputeConfigs, validateOnly: boolean): Promise<Outcome> {
-    const { brokerConfigs, config, log } = this.services;
+    const { brokerConfigs, runtimeConfig, log } = this.services;
     const current = brokerConfigs.get(layer);
     const next = compute(current);
     if (isOutcome(next)) return next;
@@ -196,15 +195,13 @@ export class ConfigChanges {
       if (reason !== null) return refuse(ErrorCode.INVALID_REQUEST, reason);
     }
     const effective = brokerConfigs.effectiveWith(layer, next);
-    if (!sameCleaner(config.cleaner, effective.cleaner)) {
-      const reason = cleanerReconfigurationProblem(config.cleaner, effective.cleaner);
+    if (!sameCleaner(runtimeConfig.cleaner(), effective.cleaner)) {
+      const reason = cleanerReconfigurationProblem(runtimeConfig.cleaner(), effective.cleaner);
       if (reason !== null) return refuse(ErrorCode.INVALID_REQUEST, reason);
     }
     if (validateOnly || sameConfigs(current, next)) return OK;
 
-    await brokerConfigs.set(layer, next);
-    config.topicConfigDefaults = brokerConfigs.topicDefaults();
-    config.cleaner = brokerConfigs.cleaner();
+    await runtimeConfig.set(layer, next);
     const resource = layer.kind === "cluster" ? "cluster default" : `broker ${layer.brokerId}`;
     log.info("altered broker configs", { resource, configs: next });
     return OK;

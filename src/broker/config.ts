@@ -63,15 +63,14 @@ export interface BrokerConfig {
   numPartitions: number;
   /**
    * Broker-level defaults of topic configs (log.retention.ms, log.cleanup.policy, compression.type, ...),
-   * by topic config name. In the broker's own BrokerConfig (services.config) this is the set in effect:
-   * the static values overlaid with the dynamic ones, replaced by a new object whenever a dynamic change
-   * lands, so readers that look it up at each use follow changes at once.
+   * by topic config name, as the static configuration sets them. Dynamic broker configs override them
+   * at runtime without changing this object: the values in effect are RuntimeConfig.topicDefaults()
+   * (services.runtimeConfig, runtime-config.ts).
    */
   topicConfigDefaults: Record<string, string>;
   /**
-   * The log cleaner's settings (log.cleaner.*). Like topicConfigDefaults, the broker's own BrokerConfig
-   * holds the settings in effect and gets a new object whenever IncrementalAlterConfigs or AlterConfigs
-   * change one: read `config.cleaner` when it is needed (each cleaning round) rather than keeping it.
+   * The log cleaner's settings (log.cleaner.*) as the static configuration sets them; the settings in
+   * effect, which IncrementalAlterConfigs and AlterConfigs change, are RuntimeConfig.cleaner().
    */
   cleaner: CleanerConfig;
   /** transaction.max.timeout.ms */

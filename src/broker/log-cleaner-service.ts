@@ -29,19 +29,11 @@ import { DEFAULT_LOG_CONFIG } from "../storage/log/partition-log.ts";
 import type { CleanerThreadPool } from "../storage/log/cleaner-threads.ts";
 import type { CompactionConfig, InProcessClean, Partition, ThreadClean } from "../storage/partition.ts";
 import type { TopicStore } from "../storage/topic-store.ts";
-import type { BrokerConfig } from "./config.ts";
+import type { RuntimeConfig } from "./runtime-config.ts";
 import type { PartitionManager } from "./partitions.ts";
 
 /** The broker settings the cleaner reads (log.cleaner.*), read again before every round. */
 export type CleanerSettings = Pick<CleanerConfig, "enabled" | "threads" | "ioMaxBytesPerSecond" | "dedupeBufferSizeBytes" | "ioBufferLoadFactor" | "backoffMs">;
-
-/**
- * The cleaner settings in force: the broker's log.cleaner.* values. BrokerConfig.cleaner is replaced
- * when IncrementalAlterConfigs changes one, so it is read here each time rather than kept.
- */
-export function cleanerSettingsOf(config: BrokerConfig): CleanerSettings {
-  return config.cleaner;
-}
 
 /** What the cleaner knows about one partition, for metrics and introspection. */
 export interface PartitionCleanerStats {
@@ -90,7 +82,8 @@ export class LogCleanerService {
   constructor(
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly config: BrokerConfig,
+    /** The broker-level topic defaults in effect, read whenever a topic's configs are resolved. */
+    private readonly runtimeConfig: Pick<RuntimeConfig, "topicDefaults">,
     private readonly topics: TopicStore,
     private readonly partitions: PartitionManager,
     private readonly settings: () => CleanerSettings,
@@ -217,7 +210,7 @@ export class LogCleanerService {
   compactionConfigOf(topicName: string): CompactionConfig | undefined {
     const topic = this.topics.get(topicName);
     if (topic === undefined) return undefined;
-    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults);
+    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.runtimeConfig.topicDefaults());
     if (!resolved.cleanupPolicy.compact) return undefined;
     return {
       minCleanableDirtyRatio: resolved.minCleanableDirtyRatio,

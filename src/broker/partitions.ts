@@ -34,6 +34,7 @@ import { type SegmentDamage, SegmentDamageRegistry } from "../storage/log/segmen
 import { Partition, type MarkerOutcome, type TxnMarker } from "../storage/partition.ts";
 import type { TopicRecord, TopicStore } from "../storage/topic-store.ts";
 import type { BrokerConfig } from "./config.ts";
+import type { RuntimeConfig } from "./runtime-config.ts";
 
 interface OpenPartition {
   /** The topic's incarnation whose configs are applied; a newer one means reconfigure. */
@@ -97,6 +98,11 @@ export class PartitionManager {
      * partition is in any transaction. Default: never any transaction.
      */
     private readonly transactionVerifier: () => TransactionVerifier = () => noTransactions,
+    /**
+     * The broker-level topic defaults in effect (RuntimeConfig), read whenever a topic's configs are
+     * resolved. Default: the static ones of `config`.
+     */
+    private readonly runtimeConfig: Pick<RuntimeConfig, "topicDefaults"> = { topicDefaults: () => config.topicConfigDefaults },
   ) {
     this.damage = damage ?? new SegmentDamageRegistry(clock, log);
   }
@@ -302,6 +308,23 @@ export class PartitionManager {
   }
 
   /** Partitions currently open (for metrics and introspection). */
+  /**
+   * The broker-level topic defaults changed (RuntimeConfig.onChange): every open partition, and every
+   * one still opening once it is open, takes up its topic's configs resolved with the new defaults, as
+   * `get` does after a change of the topic's own configs. Nothing already written is rewritten.
+   */
+  async applyTopicDefaults(): Promise<void> {
+    await Promise.all(
+      [...this.open.entries()].map(async ([key, entry]) => {
+        const partition = await entry.partition.catch(() => undefined);
+        const topic = this.topics.get(topicOfKey(key));
+        if (partition === undefined || partition.closing || topic === undefined || topic.topicId !== entry.topicId) return;
+        const { logConfig, timestampType } = this.logConfigOf(topic);
+        partition.setConfig(logConfig, timestampType);
+      }),
+    );
+  }
+
   async openPartitions(): Promise<Partition[]> {
     return Promise.all([...this.open.values()].map((o) => o.partition));
   }
@@ -403,7 +426,7 @@ export class PartitionManager {
   }
 
   private logConfigOf(topic: TopicRecord): { logConfig: LogConfig; timestampType: TimestampType } {
-    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults);
+    const resolved = resolveTopicConfigWithDefaults(topic.configs, this.runtimeConfig.topicDefaults());
     // Without `delete` in cleanup.policy nothing is deleted by age or size (Apache's LogConfig.delete):
     // a compacted topic keeps the latest record of every key for as long as it exists.
     const deletes = resolved.cleanupPolicy.delete;
@@ -426,7 +449,7 @@ export class PartitionManager {
 
   /** The topic's cleanup.policy: `compact`, `delete`, or both. */
   cleanupPolicyOf(topic: TopicRecord): { compact: boolean; delete: boolean } {
-    return resolveTopicConfigWithDefaults(topic.configs, this.config.topicConfigDefaults).cleanupPolicy;
+    return resolveTopicConfigWithDefaults(topic.configs, this.runtimeConfig.topicDefaults()).cleanupPolicy;
   }
 }
 

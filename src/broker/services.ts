@@ -21,9 +21,11 @@ import type { RemoteTxnVerifier } from "./remote-txn-verifier.ts";
 import type { PartitionManager } from "./partitions.ts";
 import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
+import type { RuntimeConfig } from "./runtime-config.ts";
 import { AclOperation } from "../domain/security/acl.ts";
 
 export interface BrokerServices {
+  /** The static configuration (config file and flags): never changed at runtime. */
   config: BrokerConfig;
   fs: Fs;
   clock: Clock;
@@ -31,8 +33,10 @@ export interface BrokerServices {
   clusterId: string;
   ownership: Ownership;
   topics: TopicStore;
-  /** Dynamic broker configs; their effective topic defaults are mirrored in config.topicConfigDefaults. */
+  /** Dynamic broker configs, by layer (what DescribeConfigs names as their sources). */
   brokerConfigs: BrokerConfigStore;
+  /** The broker-level configs in effect (static overlaid with dynamic); changes go through it. */
+  runtimeConfig: RuntimeConfig;
   /** The partitions this broker leads: logs and producer state. */
   partitions: PartitionManager;
   /** The log cleaner of cleanup.policy=compact topics. */

@@ -60,10 +60,10 @@ describe("kafkajs alterConfigs", () => {
         resources: [{ type: ConfigResourceTypes.BROKER, name: "0", configEntries: [{ name: "log.cleaner.backoff.ms", value: "2500" }] }],
       });
       expect(brokerSet.resources[0].errorCode).toBe(0);
-      expect(broker.broker.services.config.cleaner.backoffMs).toBe(2500);
+      expect(broker.broker.services.runtimeConfig.cleaner().backoffMs).toBe(2500);
       const cleared = await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.BROKER, name: "0", configEntries: [] }] });
       expect(cleared.resources[0].errorCode).toBe(0);
-      expect(broker.broker.services.config.cleaner.backoffMs).toBe(15000);
+      expect(broker.broker.services.runtimeConfig.cleaner().backoffMs).toBe(15000);
     } finally {
       await admin.disconnect();
     }
@@ -113,6 +113,6 @@ describe("librdkafka AlterConfigs (confluent-kafka)", () => {
       broker_clear: null,
       broker_after_clear: { "log.cleaner.backoff.ms": ["15000", SOURCE.DEFAULT], "log.cleaner.threads": ["1", SOURCE.DEFAULT] },
     });
-    expect(broker.broker.services.config.cleaner.threads).toBe(1);
+    expect(broker.broker.services.runtimeConfig.cleaner().threads).toBe(1);
   }, TIMEOUT);
 });

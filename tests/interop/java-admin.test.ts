@@ -120,7 +120,7 @@ describe("kafka-topics against bunka", () => {
     const brokers = ["--bootstrap-server", broker.bootstrap, "--entity-type", "brokers"];
     const set = ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--alter", "--add-config", "log.cleaner.backoff.ms=2000,log.cleaner.threads=2"]));
     expect(set.stdout.trim()).toBe("Completed updating default config for brokers in the cluster.");
-    expect(broker.broker.services.config.cleaner).toMatchObject({ backoffMs: 2000, threads: 2 });
+    expect(broker.broker.services.runtimeConfig.cleaner()).toMatchObject({ backoffMs: 2000, threads: 2 });
     expect(ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--describe"])).stdout).toBe(
       "Default configs for brokers in the cluster are:\n" +
         "  log.cleaner.backoff.ms=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=2000}\n" +
@@ -137,7 +137,7 @@ describe("kafka-topics against bunka", () => {
     expect(refused.stdout + refused.stderr).toContain("InvalidRequestException: Cannot update these configs dynamically: Set(log.cleaner.enable)");
 
     ok(await runKafkaTool("kafka-configs", [...brokers, "--entity-default", "--alter", "--delete-config", "log.cleaner.backoff.ms,log.cleaner.threads"]));
-    expect(broker.broker.services.config.cleaner).toMatchObject({ backoffMs: 15000, threads: 1 });
+    expect(broker.broker.services.runtimeConfig.cleaner()).toMatchObject({ backoffMs: 15000, threads: 1 });
   }, TIMEOUT);
 
   test("kafka-broker-api-versions lists what bunka serves", async () => {

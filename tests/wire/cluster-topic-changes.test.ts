@@ -121,7 +121,7 @@ describe("topic and config changes across two brokers of one data directory", ()
     const altered = await alter(a, BROKER, "", "log.retention.ms", "7200000");
     expect(altered.responses[0].errorCode).toBe(ErrorCode.NONE);
     await waitUntil(() => servicesB.brokerConfigs.get({ kind: "cluster" })["log.retention.ms"] === "7200000", "broker 2 reads the broker configs");
-    expect(servicesB.config.topicConfigDefaults["retention.ms"]).toBe("7200000");
+    expect(servicesB.runtimeConfig.topicDefaults()["retention.ms"]).toBe("7200000");
     const described = await describeConfigs(b, BROKER, "2");
     const retention = described.results[0].configs.find((c: { name: string }) => c.name === "log.retention.ms");
     expect([retention.value, retention.configSource]).toEqual(["7200000", CLUSTER_DEFAULT]);

@@ -70,7 +70,7 @@ function cleanerOf(
 ): LogCleanerService {
   const s = b.broker.services;
   const all = () => ({ ...DEFAULT_CLEANER_CONFIG, ...settings });
-  const service = new LogCleanerService(clock, log, s.config, s.topics, s.partitions, all, undefined, undefined, threads);
+  const service = new LogCleanerService(clock, log, s.runtimeConfig, s.topics, s.partitions, all, undefined, undefined, threads);
   services.push(service);
   return service;
 }

@@ -11,6 +11,7 @@ import { resolveTopicConfigWithDefaults, TOPIC_CONFIG_NAMES } from "../../src/do
 import { DEFAULT_CLEANER_CONFIG } from "../../src/domain/cleaner-config.ts";
 import { CorruptStateError } from "../../src/errors/errors.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
+import { simpleBatch } from "../support/batch-builder.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
@@ -475,10 +476,10 @@ describe("IncrementalAlterConfigs on brokers", () => {
 
       // What the log layer uses for a topic without its own value.
       const services = broker.broker.services;
-      expect(services.config.topicConfigDefaults).toEqual({ "segment.ms": "3600000", "retention.ms": "86400000" });
-      expect(resolveTopicConfigWithDefaults(services.topics.get("inherits")!.configs, services.config.topicConfigDefaults).retentionMs).toBe(86400000);
-      expect(resolveTopicConfigWithDefaults(services.topics.get("overrides")!.configs, services.config.topicConfigDefaults).retentionMs).toBe(1000);
-      expect(resolveTopicConfigWithDefaults({}, services.config.topicConfigDefaults).segmentMs).toBe(3600000);
+      expect(services.runtimeConfig.topicDefaults()).toEqual({ "segment.ms": "3600000", "retention.ms": "86400000" });
+      expect(resolveTopicConfigWithDefaults(services.topics.get("inherits")!.configs, services.runtimeConfig.topicDefaults()).retentionMs).toBe(86400000);
+      expect(resolveTopicConfigWithDefaults(services.topics.get("overrides")!.configs, services.runtimeConfig.topicDefaults()).retentionMs).toBe(1000);
+      expect(resolveTopicConfigWithDefaults({}, services.runtimeConfig.topicDefaults()).segmentMs).toBe(3600000);
     };
     await check();
     expect(existsSync(join(broker.dataDir, "__cluster", "broker-configs.json"))).toBe(true);
@@ -488,7 +489,34 @@ describe("IncrementalAlterConfigs on brokers", () => {
     expect(await alter(0, [{ resourceType: BROKER, resourceName: "", configs: [op("log.retention.ms", DELETE)] }])).toEqual([[ErrorCode.NONE, null, ""]]);
     expect((await configsOf(TOPIC, "inherits")).get("retention.ms").configSource).toBe(SOURCE.DEFAULT);
     expect((await configsOf(BROKER, "")).size).toBe(0);
-    expect(broker.broker.services.config.topicConfigDefaults).toEqual({ "segment.ms": "3600000" });
+    expect(broker.broker.services.runtimeConfig.topicDefaults()).toEqual({ "segment.ms": "3600000" });
+  });
+
+  test("an open partition follows a change of a broker-level default at once; the static configuration stays as it was", async () => {
+    await createTopic("follows-default", 1);
+    const services = broker.broker.services;
+    const produceOne = async () => {
+      const res = await client.request(0, 11, {
+        transactionalId: null,
+        acks: -1,
+        timeoutMs: 30_000,
+        topicData: [{ name: "follows-default", partitionData: [{ index: 0, records: simpleBatch(1) }] }],
+      });
+      expect(res.responses[0].partitionResponses[0].errorCode).toBe(ErrorCode.NONE);
+    };
+    await produceOne();
+    await produceOne();
+    const partition = (await services.partitions.get("follows-default", 0))!;
+    expect(partition.log.segmentCount).toBe(1);
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.segment.bytes", SET, "14")] }])).toEqual([[ErrorCode.NONE, null, ""]]);
+    // Every append rolls now, in the partition that was open before the change: no reopen needed.
+    await produceOne();
+    await produceOne();
+    expect(partition.log.segmentCount).toBe(3);
+    expect(services.runtimeConfig.topicDefaults()["segment.bytes"]).toBe("14");
+    expect(services.config.topicConfigDefaults).toEqual({ "segment.ms": "3600000" });
+    expect(await alter(1, [{ resourceType: BROKER, resourceName: "", configs: [op("log.segment.bytes", DELETE)] }])).toEqual([[ErrorCode.NONE, null, ""]]);
+    expect(services.runtimeConfig.topicDefaults()).toEqual({ "segment.ms": "3600000" });
   });
 
   test("this broker's own layer wins over the cluster default and the static config", async () => {
@@ -664,7 +692,7 @@ describe("topic configs over the wire", () => {
     expect(configs.get("remote.storage.enable").synonyms).toEqual([]);
 
     const services = broker.broker.services;
-    const resolved = resolveTopicConfigWithDefaults(services.topics.get("compacted-configs")!.configs, services.config.topicConfigDefaults);
+    const resolved = resolveTopicConfigWithDefaults(services.topics.get("compacted-configs")!.configs, services.runtimeConfig.topicDefaults());
     expect(resolved).toMatchObject({
       cleanupPolicy: { compact: true, delete: true },
       minCleanableDirtyRatio: 1,
@@ -780,13 +808,13 @@ describe("AlterConfigs", () => {
     ]);
     const services = broker.broker.services;
     expect(services.brokerConfigs.get({ kind: "cluster" })).toEqual({ "log.cleaner.backoff.ms": "250" });
-    expect(services.config.cleaner.backoffMs).toBe(250);
-    expect(services.config.topicConfigDefaults["retention.bytes"]).toBeUndefined();
+    expect(services.runtimeConfig.cleaner().backoffMs).toBe(250);
+    expect(services.runtimeConfig.topicDefaults()["retention.bytes"]).toBeUndefined();
 
     expect(await alterFull(2, [{ resourceType: BROKER, resourceName: String(BROKER_ID), configs: [{ name: "log.cleaner.threads", value: "2" }] }])).toEqual([
       [ErrorCode.NONE, null, String(BROKER_ID), BROKER],
     ]);
-    expect(services.config.cleaner).toMatchObject({ threads: 2, backoffMs: 250, ioBufferSizeBytes: 65536 });
+    expect(services.runtimeConfig.cleaner()).toMatchObject({ threads: 2, backoffMs: 250, ioBufferSizeBytes: 65536 });
     for (const [name, value, source] of [
       ["log.cleaner.threads", "2", SOURCE.BROKER],
       ["log.cleaner.backoff.ms", "250", SOURCE.CLUSTER_DEFAULT],
@@ -798,7 +826,7 @@ describe("AlterConfigs", () => {
 
     expect(await alterFull(0, [{ resourceType: BROKER, resourceName: "", configs: [] }])).toEqual([[ErrorCode.NONE, null, "", BROKER]]);
     expect(await alterFull(0, [{ resourceType: BROKER, resourceName: String(BROKER_ID), configs: [] }])).toEqual([[ErrorCode.NONE, null, String(BROKER_ID), BROKER]]);
-    expect(services.config.cleaner).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
+    expect(services.runtimeConfig.cleaner()).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
   });
 
   test("broker mistakes get Apache's errors", async () => {
@@ -830,7 +858,7 @@ describe("AlterConfigs", () => {
 });
 
 describe("the log cleaner's settings at runtime", () => {
-  test("IncrementalAlterConfigs changes the dynamic ones; BrokerConfig.cleaner follows at once and after a restart", async () => {
+  test("IncrementalAlterConfigs changes the dynamic ones; the cleaner settings in effect follow at once and after a restart", async () => {
     const services = () => broker.broker.services;
     expect(
       await alter(1, [
@@ -856,7 +884,7 @@ describe("the log cleaner's settings at runtime", () => {
       backoffMs: 500,
       ioBufferSizeBytes: 65536,
     };
-    expect(services().config.cleaner).toEqual(expected);
+    expect(services().runtimeConfig.cleaner()).toEqual(expected);
     const described = await configsOf(BROKER, String(BROKER_ID));
     expect([described.get("log.cleaner.io.max.bytes.per.second").value, described.get("log.cleaner.io.max.bytes.per.second").configType]).toEqual(["1048576.0", 6]);
     expect([described.get("log.cleaner.enable").value, described.get("log.cleaner.enable").readOnly]).toEqual(["true", true]);
@@ -870,7 +898,7 @@ describe("the log cleaner's settings at runtime", () => {
       "log.cleaner.threads",
     ]);
     await reconnect();
-    expect(services().config.cleaner).toEqual(expected);
+    expect(services().runtimeConfig.cleaner()).toEqual(expected);
 
     const refusals: [ReturnType<typeof op>, string][] = [
       [op("log.cleaner.enable", SET, "false"), "Cannot update these configs dynamically: Set(log.cleaner.enable)"],
@@ -886,7 +914,7 @@ describe("the log cleaner's settings at runtime", () => {
       expect([change.name, got]).toEqual([change.name, message]);
       expect(code).toBe(change.configOperation === APPEND ? ErrorCode.INVALID_CONFIG : ErrorCode.INVALID_REQUEST);
     }
-    expect(services().config.cleaner).toEqual(expected);
+    expect(services().runtimeConfig.cleaner()).toEqual(expected);
 
     expect(
       await alter(1, [
@@ -897,7 +925,7 @@ describe("the log cleaner's settings at runtime", () => {
         },
       ]),
     ).toEqual([[ErrorCode.NONE, null, ""]]);
-    expect(services().config.cleaner).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
+    expect(services().runtimeConfig.cleaner()).toEqual({ ...DEFAULT_CLEANER_CONFIG, ioBufferSizeBytes: 65536 });
   });
 
   test("the compaction topic defaults change at runtime and apply to topics without their own value", async () => {
@@ -912,7 +940,7 @@ describe("the log cleaner's settings at runtime", () => {
       ]),
     ).toEqual([[ErrorCode.NONE, null, ""]]);
     const services = broker.broker.services;
-    const resolved = resolveTopicConfigWithDefaults(services.topics.get("inherits-compaction")!.configs, services.config.topicConfigDefaults);
+    const resolved = resolveTopicConfigWithDefaults(services.topics.get("inherits-compaction")!.configs, services.runtimeConfig.topicDefaults());
     expect([resolved.cleanupPolicy, resolved.minCleanableDirtyRatio, resolved.compressionType]).toEqual([{ compact: true, delete: true }, 0.1, "lz4"]);
     const topic = await configsOf(TOPIC, "inherits-compaction");
     expect([topic.get("cleanup.policy").value, topic.get("cleanup.policy").configSource]).toEqual(["delete,compact", SOURCE.CLUSTER_DEFAULT]);

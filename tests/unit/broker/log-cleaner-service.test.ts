@@ -68,7 +68,7 @@ function service(
   clock: Clock = b.broker.services.clock,
 ): LogCleanerService {
   const s = b.broker.services;
-  return new LogCleanerService(clock, log, s.config, s.topics, s.partitions, () => ({ ...DEFAULT_CLEANER_CONFIG, ...settings }), sleep, yieldToLoop);
+  return new LogCleanerService(clock, log, s.runtimeConfig, s.topics, s.partitions, () => ({ ...DEFAULT_CLEANER_CONFIG, ...settings }), sleep, yieldToLoop);
 }
 
 describe("LogCleanerService", () => {

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { LockUnavailableError, type LockHold } from "../../../src/cluster/etcd-lock.ts";
 import { reloadBrokerConfigs } from "../../../src/broker/config-changes.ts";
-import { defaultBrokerConfig } from "../../../src/broker/config.ts";
+import { RuntimeConfig } from "../../../src/broker/runtime-config.ts";
 import {
   GatedMutations,
   immediateMutations,
@@ -435,7 +435,7 @@ describe("BrokerConfigStore shared by brokers", () => {
     expect(b.get({ kind: "cluster" })).toEqual({});
   });
 
-  test("onChange hears each durable change, not a refused one; reloadBrokerConfigs applies a change to the running config", async () => {
+  test("onChange hears each durable change, not a refused one; reloadBrokerConfigs puts a change in effect on the running broker", async () => {
     const fs = new MemoryFs();
     const a = await BrokerConfigStore.open(fs, DATA, configOptions(1));
     let heard = 0;
@@ -448,12 +448,15 @@ describe("BrokerConfigStore shared by brokers", () => {
     expect(heard).toBe(1);
 
     const b = await BrokerConfigStore.open(fs, DATA, configOptions(2));
-    const config = { ...defaultBrokerConfig(), brokerId: 2 };
-    const services = { brokerConfigs: b, config, log: silentLogger };
+    const runtimeConfig = new RuntimeConfig(b);
+    const services = { brokerConfigs: b, runtimeConfig, log: silentLogger };
+    let changes = 0;
+    runtimeConfig.onChange(() => changes++);
     expect(await reloadBrokerConfigs(services)).toBe(false);
     await a.set({ kind: "cluster" }, { "log.retention.ms": "7000", "log.cleaner.backoff.ms": "123" });
     expect(await reloadBrokerConfigs(services)).toBe(true);
-    expect(config.topicConfigDefaults["retention.ms"]).toBe("7000");
-    expect(config.cleaner.backoffMs).toBe(123);
+    expect(runtimeConfig.topicDefaults()["retention.ms"]).toBe("7000");
+    expect(runtimeConfig.cleaner().backoffMs).toBe(123);
+    expect(changes).toBe(1);
   });
 });
