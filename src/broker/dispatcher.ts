@@ -6,7 +6,8 @@
  * - ApiVersions in a version we do not know is answered in v0 with UNSUPPORTED_VERSION and our list, so the
  *   client can retry with a version we speak.
  * - A known API in a schema version that its handler does not serve is answered with UNSUPPORTED_VERSION in
- *   that version's shape.
+ *   that version's shape, save the versions ApiVersions lists without serving them as Apache Kafka 4 does
+ *   (Produce v0-v2, registry.ts): those close the connection, as Apache's do.
  * - A handler that throws anything but a FatalError answers UNKNOWN_SERVER_ERROR and the broker goes on.
  * - SASL_* connections pass the SASL gate first (broker/sasl-authenticator.ts): a frame after SaslHandshake
  *   v0 is a raw token, not a request; a request other than SaslHandshake and SaslAuthenticate before
@@ -69,6 +70,9 @@ export class Dispatcher {
       throw new DecodeError(`unsupported version ${apiVersion} of API key ${apiKey} from ${connection.remoteAddress}`);
     }
     if (this.sasl !== undefined && apiKey !== SASL_HANDSHAKE_KEY && apiKey !== SASL_AUTHENTICATE_KEY) this.sasl.admit(apiKey, connection);
+    if (this.registry.listedNotServed(apiKey, apiVersion)) {
+      throw new DecodeError(`version ${apiVersion} of API key ${apiKey}, listed but not served, from ${connection.remoteAddress}`);
+    }
     const request = codecs.decodeRequest(body, apiVersion);
     const ctx: RequestContext = { header, apiVersion, connection };
     let response: unknown;
