@@ -41,6 +41,7 @@ import { httpTlsSettings, interBrokerListener, resolveListeners } from "./broker
 import { loadTlsMaterial, type TlsFileReader, TlsMaterialSource, TlsReloader } from "./net/tls-material.ts";
 import { createHttpApp } from "./http/app.ts";
 import { BrokerQueryPorts } from "./http/broker-ports.ts";
+import { systemTimers } from "./platform/timers.ts";
 import { timedFs } from "./http/fs-timing.ts";
 import { BrokerMetrics, meteredDispatch } from "./http/metrics.ts";
 import { type HttpServer, startHttpServer } from "./http/server.ts";
@@ -338,6 +339,8 @@ async function serve(config: BrokerConfig): Promise<number> {
     ...(clusterMember === undefined ? {} : { cluster: clusterMember }),
   });
   queryPorts.setListener(kafka);
+  // The dashboard's history: one sample a second from now on, five minutes kept (http/live-samples.ts).
+  queryPorts.startLive(systemTimers);
   const adminToken = process.env.BUNKA_ADMIN_TOKEN || undefined;
   const app = createHttpApp(queryPorts, {
     ...(adminToken === undefined ? {} : { adminToken }),

@@ -89,6 +89,7 @@ import { noopWaker, type Waker } from "../cluster/waker.ts";
 import { PeerClients } from "../cluster/peer-client.ts";
 import { OffsetCompletionQueue } from "../storage/offset-queue.ts";
 import { QUEUED_MARKERS_WAIT_MS_DEFAULT, TxnCoordinator, type TxnCoordinatorOptions, type TxnObserver } from "./txn-coordinator.ts";
+import { HangingTransactionDetector } from "./hanging-transactions.ts";
 
 export interface BrokerDeps {
   config: BrokerConfig;
@@ -119,6 +120,8 @@ export interface BrokerDeps {
    * (the coordinator's, or the remote one wrapping it in cluster mode): tests replace or wrap it.
    */
   transactionVerifier?: (coordinators: TransactionVerifier) => TransactionVerifier;
+  /** The hanging-transaction detector's settings (tests shorten the grace, drive its timer). */
+  hangingTransactions?: { lsoStuckGraceMs?: number; intervalMs?: number; timers?: Timers };
   /** Told how many partitions are recovered at start-up, as they are. */
   onRecoveryProgress?: (done: number, total: number) => void;
   /**
@@ -314,6 +317,16 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     markerWatcher.start();
     fenceWatcher.start();
   }
+  // Its own timer, with the coordinator's: a hanging transaction is logged whether or not anyone scrapes.
+  const hangingTransactions = new HangingTransactionDetector({
+    ...deps.hangingTransactions,
+    entries: () => txn.entries(),
+    openPartitions: () => partitions.openPartitions(),
+    clock,
+    timers: deps.hangingTransactions?.timers ?? systemTimers,
+    log,
+  });
+  if (deps.txn?.timers !== false) hangingTransactions.start();
   const services: BrokerServices = {
     config,
     fs,
@@ -330,6 +343,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     producerIds,
     groups,
     txn,
+    hangingTransactions,
     ...(remoteTxnVerifier === undefined ? {} : { remoteTxnVerifier }),
     ...(clusterMode ? { queuedMarkers: markerWatcher } : {}),
     authorizer,
@@ -415,6 +429,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       // still use the offset store and the partitions. The scrubber stops first: it reads the stores'
       // files and may rewrite a slot, which must not meet a store that is closing.
       await scrubber.stop();
+      await hangingTransactions.stop();
       await markerWatcher.stop();
       await fenceWatcher.stop();
       peers?.close();

@@ -22,6 +22,7 @@ import type { PartitionManager } from "./partitions.ts";
 import type { SegmentScrubber } from "../storage/log/segment-scrubber.ts";
 import type { TxnCoordinator } from "./txn-coordinator.ts";
 import type { RuntimeConfig } from "./runtime-config.ts";
+import type { HangingTransactionDetector } from "./hanging-transactions.ts";
 import { AclOperation } from "../domain/security/acl.ts";
 
 export interface BrokerServices {
@@ -49,6 +50,8 @@ export interface BrokerServices {
   groups: GroupCoordinator;
   /** The transaction coordinator (transactional InitProducerId, AddPartitions/Offsets, EndTxn, ...). */
   txn: TxnCoordinator;
+  /** Looks for hanging transactions on a timer; /metrics and the dashboard read its result. */
+  hangingTransactions: HangingTransactionDetector;
   /** Incremental fetch sessions (KIP-227), shared by every connection. */
   fetchSessions: FetchSessionCache;
   /**

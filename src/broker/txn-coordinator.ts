@@ -108,6 +108,7 @@ import {
   type TxnEntry,
   type TxnState,
 } from "../domain/txn/txn-state.ts";
+import { TxnTimeline } from "../domain/txn/txn-timeline.ts";
 import type { TransactionVerifier } from "../domain/txn/verifier.ts";
 import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
@@ -345,6 +346,8 @@ export class TxnCoordinator {
   private readonly slotEpochs = new Map<number, number>();
   private readonly expirationMs: number;
   private readonly holdMaxMs: number;
+  /** Each id's recent steps with their times, in memory only (the dashboard's transaction page). */
+  readonly timeline = new TxnTimeline();
 
   readonly verifier: TransactionVerifier = {
     verifyBatch: (producerId, producerEpoch, topic, partition) => {
@@ -397,7 +400,7 @@ export class TxnCoordinator {
   async start(): Promise<void> {
     if (this.deps.options.loadAllSlotsAtStart !== false) {
       await this.deps.store.loadAll();
-      for (const entry of await this.deps.store.list()) this.track(entry.transactionalId, entry);
+      for (const entry of await this.deps.store.list()) this.track(entry.transactionalId, entry, true);
       for (let slot = 0; slot < SLOT_COUNT; slot++) this.loadedSlots.add(slot);
     }
     this.recovery = this.recover().catch((error: unknown) => this.background(error));
@@ -498,7 +501,7 @@ export class TxnCoordinator {
     if (this.loadedSlots.has(slot)) return;
     this.slotEpochs.set(slot, epoch);
     const entries = await this.deps.store.loadSlot(slot, epoch);
-    for (const entry of entries) this.track(entry.transactionalId, entry);
+    for (const entry of entries) this.track(entry.transactionalId, entry, true);
     const decided = entries.filter((entry) => isPrepare(entry.state)).map((entry) => entry.transactionalId).sort();
     const left = await this.completeDecided(decided, "completing a decided transaction of a slot taken over failed");
     if (this.closed) return;
@@ -1005,9 +1008,13 @@ export class TxnCoordinator {
     return decision;
   }
 
-  /** Keeps the indexes (by id, by producer id) and the unfinished set in step with the entry of `id`. */
-  private track(id: string, entry: TxnEntry | undefined): void {
+  /**
+   * Keeps the indexes (by id, by producer id), the unfinished set and the timeline in step with the entry
+   * of `id`; `loaded`: read from disk (start-up, a take-over) rather than changed by a request.
+   */
+  private track(id: string, entry: TxnEntry | undefined, loaded = false): void {
     const old = this.byId.get(id);
+    this.timeline.onEntry(id, old, entry, this.now(), loaded);
     if (old !== undefined && this.byPid.get(old.producerId) === old) this.byPid.delete(old.producerId);
     if (entry === undefined) this.byId.delete(id);
     else {
@@ -1223,13 +1230,17 @@ export class TxnCoordinator {
         };
         await this.deps.markerQueue.enqueue(broker, queuedMarkers);
         this.wakeLeader(broker, queuedMarkers);
-        for (const tp of tps) finished.add(tpKey(tp));
+        for (const tp of tps) {
+          finished.add(tpKey(tp));
+          this.timeline.onMarker(id, tp.topic, tp.partition, markers.result, `queued for broker ${broker}`, this.now());
+        }
         record.queued = true;
       }),
     );
     const [results] = await Promise.all([written, queued]);
     results.forEach((outcome, i) => {
       const tp = local[i]!;
+      this.timeline.onMarker(id, tp.topic, tp.partition, markers.result, outcome === "retry" ? "failed, retried" : outcome, this.now());
       if (outcome === "retry") {
         done = false;
         return;

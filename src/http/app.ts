@@ -3,7 +3,12 @@
  * (ports.ts). No socket here: server.ts binds it with Bun.serve, tests call `app.request()`.
  *
  * Routes:
- *   GET  /                                   live dashboard (HTML, refreshes itself)
+ *   GET  /                                   live dashboard (HTML; its script keeps it current, dashboard.ts)
+ *   GET  /dashboard/transactions/:id         one transactional id's page with its timeline
+ *   GET  /dashboard/events                   server-sent events: the main page's changed sections every second
+ *                                            (?transaction=<id>: that id's page)
+ *   GET  /dashboard.js, /dashboard.css       the pages' script and stylesheet (dashboard-assets.ts)
+ *   GET  /favicon.ico                        204: there is no icon
  *   GET  /health                             the process is alive: 200 {status: "ok"}
  *   GET  /ready                              200 {status: "ready"}, 200 {status: "degraded", message} (serving,
  *                                            but partitions with damaged data are not), or 503 {error, message}
@@ -15,6 +20,8 @@
  *   GET  /v1/transactions                    coordinator entries (?state=, ?minAgeMs=, ?producerId=, ?limit=)
  *   GET  /v1/transactions/:transactionalId   one entry, its staged offsets and its pending markers
  *   GET  /v1/markers                         markers decided and not yet durable, queue depths (?limit=)
+ *   GET  /v1/groups                          consumer groups: members, state, committed offsets and lags (?limit=)
+ *   GET  /v1/samples                         the live dashboard's history: one sample a second, five minutes
  *   POST /v1/transactions/:transactionalId/abort   only with an admin token configured; Bearer auth
  *
  * With `readsNeedToken` (http.reads.need.token) every route but /health and /ready needs the admin token
@@ -40,7 +47,9 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { encode as encodeMsgpack } from "@msgpack/msgpack";
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { renderDashboard } from "./dashboard.ts";
+import { streamSSE } from "hono/streaming";
+import { DASHBOARD_SCRIPT, DASHBOARD_STYLE } from "./dashboard-assets.ts";
+import { dashboardSections, renderDashboard, renderTransactionPage, transactionSections, type DashboardSection } from "./dashboard.ts";
 import { allowedHostNames, hostAllowed } from "./host-check.ts";
 import { type HttpQueryPorts, TRANSACTION_STATES, type TransactionStateName } from "./ports.ts";
 
@@ -51,7 +60,7 @@ export interface HttpAppOptions {
   readsNeedToken?: boolean;
   /** Told about an unexpected error (a bug) before the 500 answer; main.ts logs it. */
   onError?: (error: unknown, method: string, path: string) => void;
-  /** Seconds between dashboard refreshes; default 5. */
+  /** Seconds between dashboard reloads when the page's script cannot run (no JavaScript); default 5. */
   dashboardRefreshSeconds?: number;
   /**
    * Host names the side-port goes by (its own host, the machine's name, `http.allowed.hosts`); a request
@@ -153,10 +162,79 @@ function readTokenMatches(header: string | undefined, expectedDigest: Buffer): b
 /** Routes a load balancer or a supervisor probes: open even when reads need the token. */
 const PROBE_PATHS = new Set(["/health", "/ready"]);
 
+/**
+ * The dashboard pages' policy: nothing but this origin's script, stylesheet and event stream (no inline
+ * script or style, no eval, no frames, no forms, no other origin). SVG presentation attributes are not
+ * styles, so the charts draw under it.
+ */
+export const DASHBOARD_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
 const NOT_IMPLEMENTED = {
   transactions: "this build has no transaction coordinator: it serves idempotent producers only, and holds no transactions",
   markers: "this build has no transaction coordinator: there are no transaction marker queues to show",
+  groups: "this build has no group coordinator: there are no consumer groups to show",
+  live: "this side-port keeps no live samples (the sampler is not running)",
 } as const;
+
+/**
+ * The dashboard's event stream: the page's sections at once, then every one that changed after each live
+ * sample, as `sections` events (a JSON object of element id to HTML); `end` when the feed stops
+ * (shutdown), and the stream closes. Samples that come while a write is not taken yet make one more round
+ * once it is (what changed meanwhile, together), so a client that does not read holds one update, not a
+ * queue.
+ */
+function dashboardEvents(c: Context, ports: HttpQueryPorts, render: () => Promise<DashboardSection[] | undefined>) {
+  const live = ports.live;
+  return streamSSE(c, async (stream) => {
+    const sent = new Map<string, string>();
+    let writing = false;
+    /** A sample came while a write was in flight: one more round once it is taken. */
+    let again = false;
+    const push = async (): Promise<boolean> => {
+      if (writing) {
+        again = true;
+        return true;
+      }
+      writing = true;
+      try {
+        do {
+          again = false;
+          if (stream.aborted || stream.closed) return true;
+          const sections = await render();
+          if (sections === undefined) return false;
+          const changed: Record<string, string> = {};
+          let any = false;
+          for (const s of sections) {
+            if (sent.get(s.id) === s.html) continue;
+            sent.set(s.id, s.html);
+            changed[s.id] = s.html;
+            any = true;
+          }
+          if (any) await stream.writeSSE({ event: "sections", data: JSON.stringify(changed) });
+        } while (again);
+        return true;
+      } finally {
+        writing = false;
+      }
+    };
+    await new Promise<void>((resolve) => {
+      let unsubscribe: (() => void) | undefined;
+      const finish = () => {
+        unsubscribe?.();
+        resolve();
+      };
+      stream.onAbort(finish);
+      unsubscribe = live?.subscribe(
+        () => void push().then((going) => (going ? undefined : finish()), finish),
+        () => void stream.writeSSE({ event: "end", data: "stopping" }).then(finish, finish),
+      );
+      void push().then((going) => {
+        // Without a feed (or when it stopped or is full) the first update is the only one.
+        if (!going || unsubscribe === undefined) finish();
+      }, finish);
+    });
+  });
+}
 
 export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}): Hono {
   const app = new Hono();
@@ -191,14 +269,38 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
     return path;
   };
 
-  app.get(route("GET", "/"), async (c) => {
-    const html = await renderDashboard(ports, { refreshSeconds: opts.dashboardRefreshSeconds ?? 5 });
-    return c.html(html, 200, {
-      // Everything is inline and there is no script: the policy proves the page loads nothing else.
-      "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-      "Cache-Control": "no-store",
-    });
+  const dashboardOptions = { refreshSeconds: opts.dashboardRefreshSeconds ?? 5 };
+  const pageHeaders = { "Content-Security-Policy": DASHBOARD_CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff" };
+
+  app.get(route("GET", "/"), async (c) => c.html(await renderDashboard(ports, dashboardOptions), 200, pageHeaders));
+
+  app.get(route("GET", "/dashboard/transactions/:transactionalId"), async (c) => {
+    const transactionalId = c.req.param("transactionalId");
+    if (!ports.transactions) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
+    const html = await renderTransactionPage(ports, transactionalId, dashboardOptions);
+    if (html === undefined) return errorBody(c, 404, "unknown_transactional_id", `no transaction state for ${JSON.stringify(transactionalId)}`);
+    return c.html(html, 200, pageHeaders);
   });
+
+  app.get(route("GET", "/dashboard/events"), async (c) => {
+    const transactionalId = c.req.query("transaction");
+    if (transactionalId !== undefined && !ports.transactions) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.transactions);
+    if (transactionalId !== undefined && (await ports.transactions!.get(transactionalId)) === undefined) {
+      return errorBody(c, 404, "unknown_transactional_id", `no transaction state for ${JSON.stringify(transactionalId)}`);
+    }
+    c.header("Cache-Control", "no-store");
+    return dashboardEvents(c, ports, transactionalId === undefined ? () => dashboardSections(ports) : () => transactionSections(ports, transactionalId));
+  });
+
+  // The assets are constants of the binary: cacheable for a while, never stale across a restart for long.
+  app.get(route("GET", "/dashboard.js"), (c) =>
+    c.body(DASHBOARD_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": "max-age=60", "X-Content-Type-Options": "nosniff" }),
+  );
+  // Browsers ask for an icon with every page: none, without a 404 in their consoles.
+  app.get(route("GET", "/favicon.ico"), (c) => c.body(null, 204, { "Cache-Control": "max-age=86400" }));
+  app.get(route("GET", "/dashboard.css"), (c) =>
+    c.body(DASHBOARD_STYLE, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "max-age=60", "X-Content-Type-Options": "nosniff" }),
+  );
 
   app.get(route("GET", "/health"), (c) => body(c, { status: "ok" }));
 
@@ -279,6 +381,18 @@ export function createHttpApp(ports: HttpQueryPorts, opts: HttpAppOptions = {}):
     if (!ports.markers) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.markers);
     const { total, markers, queues } = await ports.markers.pending(limit);
     return body(c, { total, truncated: total > markers.length, markers, queues });
+  });
+
+  app.get(route("GET", "/v1/groups"), async (c) => {
+    const limit = parseLimit(c.req.query("limit"));
+    if (!ports.groups) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.groups);
+    const { total, groups } = await ports.groups(limit);
+    return body(c, { total, truncated: total > groups.length, groups });
+  });
+
+  app.get(route("GET", "/v1/samples"), (c) => {
+    if (!ports.live) return errorBody(c, 501, "not_implemented", NOT_IMPLEMENTED.live);
+    return body(c, { intervalMs: ports.live.intervalMs, windowMs: ports.live.windowMs, samples: ports.live.samples() });
   });
 
   if (opts.adminToken !== undefined && opts.adminToken !== "") {

@@ -16,13 +16,9 @@
  * waiting for another broker from the shared-volume queue files (read, never changed). The one write, the
  * admin abort, goes through the coordinator's own abort path.
  *
- * Hanging transactions, as the dashboard and `bunka_transaction_hanging_warnings` report them:
- * - an Ongoing transaction older than its timeout (the reaper aborts those every 10 s, so one still there
- *   is stuck);
- * - a partition whose last stable offset stays below its high watermark for `lsoStuckGraceMs` (observed by
- *   this side-port: the first read that sees the LSO at a value starts the clock) while no open transaction
- *   of this coordinator accounts for the producer holding it: an orphaned transaction on the partition
- *   (Apache's "hanging transaction"), or a decision whose markers are not being written.
+ * Hanging transactions, as the dashboard and `bunka_transaction_hanging_warnings` report them, are the
+ * broker's detector's (broker/hanging-transactions.ts, on a timer of its own): a read asks it for a pass
+ * now, so what is shown is never older than the request.
  */
 import { relative } from "node:path";
 import type { Broker } from "../broker/broker.ts";
@@ -32,13 +28,17 @@ import type { ClusterStatusSource, OwnershipStatus } from "../cluster/cluster-me
 import { resourceId, type OwnedResource } from "../cluster/cluster-keys.ts";
 import { SLOT_COUNT, slotOf } from "../cluster/ownership.ts";
 import { GROUP_STATES } from "../domain/groups/classic-group.ts";
+import { isTimedOut } from "../domain/txn/coordinator.ts";
 import type { TxnEntry } from "../domain/txn/txn-state.ts";
+import type { TxnTimelineEvent } from "../domain/txn/txn-timeline.ts";
+import type { Timers } from "../platform/timers.ts";
+import { FSYNC_DURATION_BUCKETS_SECONDS, REQUEST_DURATION_BUCKETS_SECONDS } from "./metrics.ts";
+import { LiveSampler, type LiveCounters, type LivePartitionSample } from "./live-samples.ts";
 import { errorInfoByCode } from "../errors/generated/error-codes.ts";
 import { MarkerQueue, markerQueueDir } from "../storage/marker-queue.ts";
 import type { Partition } from "../storage/partition.ts";
 import type { TopicRecord } from "../storage/topic-store.ts";
 import { lz4Kernels } from "../protocol/records/kernels.ts";
-import { formatDuration, formatMs } from "./format.ts";
 import { type BrokerMetrics, PrometheusWriter } from "./metrics.ts";
 import { mechanismsServed } from "../broker/sasl-authenticator.ts";
 import { resolveListeners } from "../broker/listener-config.ts";
@@ -49,10 +49,13 @@ import {
   type AdminOutcome,
   type ClusterMemberView,
   type ClusterView,
+  type GroupOffsetView,
+  type GroupView,
+  type LiveFeedPort,
+  type TimelineEventView,
   type HostPortView,
   type LeaseView,
   type OwnershipView,
-  type HangingWarning,
   type HttpQueryPorts,
   type MarkerQueryPort,
   type MarkerQueueView,
@@ -76,12 +79,14 @@ import {
   type TransactionView,
 } from "./ports.ts";
 
-/** How long a partition's LSO may stay stuck behind its high watermark, unaccounted for, before a warning. */
-export const LSO_STUCK_GRACE_MS_DEFAULT = 30_000;
+/** Committed offsets listed per group (GroupView.offsetCount counts them all). */
+export const GROUP_OFFSETS_MAX = 500;
+/** API keys whose bytes the live dashboard draws. */
+const PRODUCE_API_KEY = 0;
+const FETCH_API_KEY = 1;
+const END_TXN_API_KEY = 26;
 /** Queue files read per request (the depths count every file; the marker lists stop here). */
 export const MARKER_QUEUE_FILES_READ_MAX = 1_000;
-/** Warnings kept per overview. */
-const WARNINGS_MAX = 100;
 
 /** What the HTTP side needs from the Kafka listener (net/kafka-listener.ts KafkaListener satisfies it). */
 export interface ListenerStats {
@@ -100,8 +105,6 @@ export interface BrokerQueryPortsOptions {
   /** Wall clock, for uptime; the broker's Clock. */
   nowMs: () => number;
   startedAtMs: number;
-  /** See LSO_STUCK_GRACE_MS_DEFAULT. */
-  lsoStuckGraceMs?: number;
   /** Cluster mode's membership (etcd, the lease, the live brokers); absent in single-broker mode. */
   cluster?: ClusterStatusSource;
 }
@@ -139,8 +142,7 @@ export class BrokerQueryPorts implements HttpQueryPorts {
   /** The side-port's own advertised address, for the members list in single-broker mode. */
   private httpAddress: HostPortView | null = null;
   private stopping = false;
-  /** Per partition with an LSO behind its high watermark: the LSO and when this side-port first saw it there. */
-  private readonly lsoSeen = new Map<string, { lso: number; sinceMs: number }>();
+  private sampler: LiveSampler | undefined;
   private readonly markerQueue: MarkerQueue;
   readonly transactions: TransactionQueryPort;
   readonly markers: MarkerQueryPort;
@@ -172,6 +174,112 @@ export class BrokerQueryPorts implements HttpQueryPorts {
   /** Shutdown began: /ready answers 503 from now on so that load balancers stop sending traffic. */
   markStopping(): void {
     this.stopping = true;
+    // The dashboard's event streams end now, so that closing the side-port does not wait for them.
+    void this.sampler?.stop();
+  }
+
+  /**
+   * Starts the live dashboard's sampler (live-samples.ts) on `timers`: main.ts and the end-to-end tests do,
+   * the unit tests leave it off. Stopped by markStopping.
+   */
+  startLive(timers: Timers, opts: { intervalMs?: number; capacity?: number } = {}): void {
+    if (this.sampler !== undefined || this.stopping) return;
+    const clock = { nowMs: this.opts.nowMs, monotonicMs: () => this.opts.broker.services.clock.monotonicMs() };
+    this.sampler = new LiveSampler({
+      read: () => this.liveCounters(),
+      endTxnBoundsSeconds: REQUEST_DURATION_BUCKETS_SECONDS,
+      fsyncBoundsSeconds: FSYNC_DURATION_BUCKETS_SECONDS,
+      clock,
+      timers,
+      ...opts,
+    });
+    this.sampler.start();
+  }
+
+  /** The live feed, once startLive ran. */
+  get live(): LiveFeedPort | undefined {
+    return this.sampler;
+  }
+
+  /** What one live sample is made of: the byte and transaction counters, and the partitions' state now. */
+  private async liveCounters(): Promise<LiveCounters> {
+    const { metrics } = this.opts;
+    const { services } = this.opts.broker;
+    const nowMs = this.opts.nowMs();
+    // The oldest open transaction of this coordinator on each partition, from its entries.
+    const oldestByPartition = new Map<string, number>();
+    for (const entry of await services.txn.entries((e) => OPEN_TRANSACTION_STATES.includes(e.state) && e.ongoingSinceMs >= 0)) {
+      for (const t of entry.partitions) {
+        for (const p of t.partitions) {
+          const key = `${t.topic}\u0000${p}`;
+          const since = oldestByPartition.get(key);
+          if (since === undefined || entry.ongoingSinceMs < since) oldestByPartition.set(key, entry.ongoingSinceMs);
+        }
+      }
+    }
+    const partitions: LivePartitionSample[] = [];
+    for (const p of await this.openPartitions()) {
+      const lsoLag = p.highWatermark - p.lastStableOffset;
+      const since = oldestByPartition.get(`${p.topic}\u0000${p.partition}`);
+      if (lsoLag <= 0 && p.openTransactionCount === 0 && since === undefined) continue;
+      partitions.push({
+        topic: p.topic,
+        partition: p.partition,
+        lsoLag,
+        openTransactions: p.openTransactionCount,
+        oldestOpenTxnAgeMs: since === undefined ? null : Math.max(0, nowMs - since),
+      });
+    }
+    return {
+      produceBytes: metrics.requestBytesByApi[PRODUCE_API_KEY]!,
+      fetchBytes: metrics.responseBytesByApi[FETCH_API_KEY]!,
+      txnCommitted: services.txn.timeline.completed.commit,
+      txnAborted: services.txn.timeline.completed.abort,
+      endTxnBuckets: metrics.requestDurationBuckets(END_TXN_API_KEY),
+      fsyncBuckets: metrics.fsyncDurationBuckets("file"),
+      partitions,
+    };
+  }
+
+  /** The groups this broker coordinates, with their members and each committed offset's lags. */
+  async groups(limit: number): Promise<{ total: number; groups: GroupView[] }> {
+    const { groups } = this.opts.broker.services;
+    const listed = groups.listGroups([], []).sort((a, b) => compare(a.groupId, b.groupId));
+    const open = byTopicOf(await this.openPartitions());
+    const views: GroupView[] = [];
+    for (const g of listed.slice(0, limit)) {
+      const described = groups.describeGroup(g.groupId);
+      if (described.group === null) continue; // handed over since the list
+      const offsets: GroupOffsetView[] = [];
+      let offsetCount = 0;
+      for (const [topic, partitions] of groups.offsetsSlot(g.groupId).committedOfGroup(g.groupId)) {
+        for (const [partition, committed] of partitions) {
+          offsetCount += 1;
+          if (offsets.length >= GROUP_OFFSETS_MAX) continue;
+          const p = open.get(topic)?.get(partition);
+          offsets.push({
+            topic,
+            partition,
+            committedOffset: committed.offset,
+            highWatermark: p === undefined ? null : p.highWatermark,
+            lastStableOffset: p === undefined ? null : p.lastStableOffset,
+            hwLag: p === undefined ? null : Math.max(0, p.highWatermark - committed.offset),
+            lsoLag: p === undefined ? null : Math.max(0, p.lastStableOffset - committed.offset),
+          });
+        }
+      }
+      offsets.sort((a, b) => compare(a.topic, b.topic) || a.partition - b.partition);
+      views.push({
+        groupId: g.groupId,
+        state: described.group.groupState,
+        protocolType: described.group.protocolType,
+        protocol: described.group.protocolData,
+        members: described.group.members.map((m) => ({ memberId: m.memberId, groupInstanceId: m.groupInstanceId, clientId: m.clientId, clientHost: m.clientHost })),
+        offsets,
+        offsetCount,
+      });
+    }
+    return { total: listed.length, groups: views };
   }
 
   async readiness(): Promise<Readiness> {
@@ -501,11 +609,11 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     }
 
     // Transactions: one pass over the coordinator's entries (owned slots) for the counts and the warnings.
-    const nowMs = this.opts.nowMs();
-    const entries = await services.txn.entries();
-    const overview = this.overviewOf(entries, open, nowMs);
+    const overview = await services.hangingTransactions.check();
     out.family("bunka_transactions", "gauge", "Transactional ids of this coordinator, by state.");
     for (const state of STORED_TRANSACTION_STATES) out.sample("bunka_transactions", { state }, overview.byState[state] ?? 0);
+    out.family("bunka_transactions_completed_total", "counter", "Transactions this coordinator completed since start (Complete* applied), by result.");
+    for (const result of ["commit", "abort"] as const) out.sample("bunka_transactions_completed_total", { result }, services.txn.timeline.completed[result]);
     out.family("bunka_transaction_oldest_ongoing_age_seconds", "gauge", "Age of the oldest Ongoing transaction (0 when none is Ongoing).");
     out.sample("bunka_transaction_oldest_ongoing_age_seconds", undefined, (overview.oldestOngoingAgeMs ?? 0) / 1000);
     out.family("bunka_transactions_timed_out", "gauge", "Ongoing transactions older than their timeout (the reaper aborts them every 10 s).");
@@ -584,81 +692,14 @@ export class BrokerQueryPorts implements HttpQueryPorts {
       ...this.transactionView(entry, nowMs),
       stagedOffsets,
       pendingMarkers: sortMarkers([...pending.flatMap((m) => this.coordinatorMarkerViews(m)), ...queued.markers]),
+      timeline: services.txn.timeline.eventsOf(transactionalId).map(timelineEventView),
     };
   }
 
+  /** Counts by state, the oldest Ongoing age and the hanging-transaction warnings: the detector's pass, now. */
   private async transactionOverview(): Promise<TransactionOverview> {
-    const { services } = this.opts.broker;
-    const entries = await services.txn.entries();
-    return this.overviewOf(entries, await this.openPartitions(), this.opts.nowMs());
-  }
-
-  /** Counts by state, the oldest Ongoing age, and the hanging-transaction warnings (see the header). */
-  private overviewOf(entries: readonly TxnEntry[], open: readonly Partition[], nowMs: number): TransactionOverview {
-    const byState: Record<string, number> = {};
-    for (const state of STORED_TRANSACTION_STATES) byState[state] = 0;
-    let oldestSinceMs: number | undefined;
-    const warnings: HangingWarning[] = [];
-    /** producer id + partition of every open transaction that accounts for a partition's LSO. */
-    const accounted = new Set<string>();
-    const grace = this.opts.lsoStuckGraceMs ?? LSO_STUCK_GRACE_MS_DEFAULT;
-    for (const entry of entries) {
-      byState[entry.state] = (byState[entry.state] ?? 0) + 1;
-      if (entry.state === "Ongoing" && entry.ongoingSinceMs >= 0) {
-        if (oldestSinceMs === undefined || entry.ongoingSinceMs < oldestSinceMs) oldestSinceMs = entry.ongoingSinceMs;
-        if (isTimedOut(entry, nowMs)) {
-          warnings.push({
-            kind: "timed-out-transaction",
-            message: `transaction ${JSON.stringify(entry.transactionalId)} (producer ${entry.producerId}, epoch ${entry.epoch}) has been Ongoing for ${formatDuration(nowMs - entry.ongoingSinceMs)}, past its timeout of ${formatMs(entry.timeoutMs)}`,
-            transactionalId: entry.transactionalId,
-            topic: null,
-            partition: null,
-            sinceMs: entry.ongoingSinceMs,
-          });
-        }
-      }
-      // A decision whose markers are still not written after the grace period no longer accounts for
-      // the LSO it holds: that is the stuck state to show.
-      const accounts = entry.state === "Ongoing" || ((entry.state === "PrepareCommit" || entry.state === "PrepareAbort") && nowMs - entry.updatedMs < grace);
-      if (accounts) for (const t of entry.partitions) for (const p of t.partitions) accounted.add(`${entry.producerId}\u0000${t.topic}\u0000${p}`);
-    }
-    this.observeLso(open, nowMs);
-    for (const p of open) {
-      const seen = this.lsoSeen.get(partitionKey(p));
-      if (seen === undefined || nowMs - seen.sinceMs < grace) continue;
-      const holder = lsoHolder(p);
-      // Held by a marker still becoming durable (no open transaction): it moves on by itself.
-      if (holder === undefined || accounted.has(`${holder.producerId}\u0000${p.topic}\u0000${p.partition}`)) continue;
-      const lag = p.highWatermark - seen.lso;
-      warnings.push({
-        kind: "stuck-lso",
-        message: `${p.topic}-${p.partition}: the last stable offset has stayed at ${seen.lso}, ${lag} behind the high watermark, for ${formatDuration(nowMs - seen.sinceMs)}; producer ${holder.producerId}'s transaction from offset ${holder.firstOffset} is open here and no open transaction of this coordinator accounts for it`,
-        transactionalId: null,
-        topic: p.topic,
-        partition: p.partition,
-        sinceMs: seen.sinceMs,
-      });
-    }
-    warnings.sort((a, b) => a.sinceMs - b.sinceMs);
-    return {
-      byState,
-      oldestOngoingAgeMs: oldestSinceMs === undefined ? null : Math.max(0, nowMs - oldestSinceMs),
-      warnings: warnings.slice(0, WARNINGS_MAX),
-    };
-  }
-
-  /** Starts or keeps the stuck clock of every partition whose LSO is behind; forgets the others. */
-  private observeLso(open: readonly Partition[], nowMs: number): void {
-    const live = new Set<string>();
-    for (const p of open) {
-      const key = partitionKey(p);
-      const lso = p.lastStableOffset;
-      if (p.highWatermark - lso <= 0) continue;
-      live.add(key);
-      const seen = this.lsoSeen.get(key);
-      if (seen === undefined || seen.lso !== lso) this.lsoSeen.set(key, { lso, sinceMs: nowMs });
-    }
-    for (const key of this.lsoSeen.keys()) if (!live.has(key)) this.lsoSeen.delete(key);
+    const { byState, oldestOngoingAgeMs, warnings } = await this.opts.broker.services.hangingTransactions.check();
+    return { byState, oldestOngoingAgeMs, warnings };
   }
 
   private async abortTransaction(transactionalId: string): Promise<AdminOutcome> {
@@ -841,23 +882,42 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function partitionKey(p: { topic: string; partition: number }): string {
-  return `${p.topic}\u0000${p.partition}`;
-}
-
-/** Ongoing and past its timeout (the reaper's test, domain/txn/coordinator.ts isTimedOut). */
-function isTimedOut(entry: TxnEntry, nowMs: number): boolean {
-  return entry.state === "Ongoing" && entry.ongoingSinceMs >= 0 && entry.ongoingSinceMs + entry.timeoutMs < nowMs;
-}
-
-/** The producer whose open transaction starts earliest in the partition (the one holding its LSO), if any. */
-function lsoHolder(p: Partition): { producerId: number; firstOffset: number } | undefined {
-  let holder: { producerId: number; firstOffset: number } | undefined;
-  for (const producerId of p.producers.producerIdsWhere((_, firstOffset) => firstOffset >= 0)) {
-    const firstOffset = p.openTransactionOf(producerId);
-    if (firstOffset !== undefined && (holder === undefined || firstOffset < holder.firstOffset)) holder = { producerId, firstOffset };
+/** A timeline step as the side-port shows it: every field present, null where the step has none. */
+function timelineEventView(e: TxnTimelineEvent): TimelineEventView {
+  const view: TimelineEventView = {
+    kind: e.kind,
+    atMs: e.atMs,
+    producerId: null,
+    epoch: null,
+    state: null,
+    result: null,
+    fenced: null,
+    partitions: [],
+    groups: [],
+    topic: null,
+    partition: null,
+    outcome: null,
+  };
+  switch (e.kind) {
+    case "loaded":
+      return { ...view, state: e.state, producerId: e.producerId, epoch: e.epoch };
+    case "initialized":
+      return { ...view, producerId: e.producerId, epoch: e.epoch };
+    case "began":
+      return { ...view, producerId: e.producerId, epoch: e.epoch, partitions: [...e.partitions], groups: [...e.groups] };
+    case "added":
+      return { ...view, partitions: [...e.partitions], groups: [...e.groups] };
+    case "decided":
+      return { ...view, result: e.result, fenced: e.fenced };
+    case "marker":
+      return { ...view, result: e.result, topic: e.topic, partition: e.partition, outcome: e.outcome };
+    case "completed":
+      return { ...view, result: e.result };
+    case "restored":
+      return { ...view, state: e.state };
+    case "forgotten":
+      return view;
   }
-  return holder;
 }
 
 function sortMarkers(markers: MarkerView[]): MarkerView[] {

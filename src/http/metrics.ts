@@ -18,6 +18,9 @@ import type { OwnershipMove } from "../cluster/ownership-manager.ts";
 import { ENDTXN_PHASES, type EndTxnPhase, type TxnObserver } from "../broker/txn-coordinator.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 
+/** API keys whose request and response bytes are counted one by one (Apache's keys are all below it). */
+export const API_KEYS_COUNTED = 128;
+
 /** Request latency buckets, in seconds: from sub-millisecond produce acks to long-polling fetches. */
 export const REQUEST_DURATION_BUCKETS_SECONDS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -152,6 +155,12 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
   private readonly endTxnPhases = new Map<EndTxnPhase, Histogram>(ENDTXN_PHASES.map((phase) => [phase, new Histogram(FSYNC_DURATION_BUCKETS_SECONDS)]));
   requestBytes = 0;
   responseBytes = 0;
+  /**
+   * Request and response frame bytes by API key, for the live dashboard's produce and fetch rates (keys
+   * beyond API_KEYS_COUNTED are in the totals only, so a client inventing keys cannot grow these).
+   */
+  readonly requestBytesByApi = new Float64Array(API_KEYS_COUNTED);
+  readonly responseBytesByApi = new Float64Array(API_KEYS_COUNTED);
   /** Cluster mode: resources this broker took over and handed over, by kind, and the time each took. */
   private readonly ownershipMoves = new Map<string, { kind: ResourceKind; direction: OwnershipMove["direction"]; count: number; duration: Histogram }>();
 
@@ -197,13 +206,34 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
   }
 
   /** Size-prefixed request frame bytes handed to the broker (frames closed for their size are not counted). */
-  onRequestBytes(bytes: number): void {
+  onRequestBytes(bytes: number, apiKey = -1): void {
     this.requestBytes += bytes;
+    if (apiKey >= 0 && apiKey < API_KEYS_COUNTED) this.requestBytesByApi[apiKey]! += bytes;
   }
 
   /** Size-prefixed response frame bytes the broker answered with. */
-  onResponseBytes(bytes: number): void {
+  onResponseBytes(bytes: number, apiKey = -1): void {
     this.responseBytes += bytes;
+    if (apiKey >= 0 && apiKey < API_KEYS_COUNTED) this.responseBytesByApi[apiKey]! += bytes;
+  }
+
+  /**
+   * The cumulative bucket counts (REQUEST_DURATION_BUCKETS_SECONDS, then +Inf) of one API key's request
+   * latency over all its versions, or undefined before its first request.
+   */
+  requestDurationBuckets(apiKey: number): number[] | undefined {
+    let total: number[] | undefined;
+    for (const series of this.requests.values()) {
+      if (series.apiKey !== apiKey) continue;
+      const cumulative = series.duration.cumulative();
+      total = total === undefined ? cumulative : total.map((n, i) => n + cumulative[i]!);
+    }
+    return total;
+  }
+
+  /** The cumulative bucket counts (FSYNC_DURATION_BUCKETS_SECONDS, then +Inf) of one kind of fsync. */
+  fsyncDurationBuckets(kind: FsyncKind): number[] {
+    return this.fsyncs[kind].cumulative();
   }
 
   writeTo(out: PrometheusWriter): void {
@@ -271,12 +301,14 @@ const SIZE_PREFIX_BYTES = 4;
  * capacity; bytes of frames rejected for their size never reach here and are not counted.
  */
 export function meteredDispatch<C>(dispatch: Dispatch<C>, metrics: BrokerMetrics): Dispatch<C> {
-  const answered = (response: Uint8Array | null) => {
-    if (response !== null) metrics.onResponseBytes(response.byteLength + SIZE_PREFIX_BYTES);
-    return response;
-  };
   return (frame, conn) => {
-    metrics.onRequestBytes(frame.byteLength + SIZE_PREFIX_BYTES);
+    // Every request header starts with its API key (int16); a frame too short for one is counted without.
+    const apiKey = frame.byteLength >= 2 ? (frame[0]! << 8) | frame[1]! : -1;
+    metrics.onRequestBytes(frame.byteLength + SIZE_PREFIX_BYTES, apiKey);
+    const answered = (response: Uint8Array | null) => {
+      if (response !== null) metrics.onResponseBytes(response.byteLength + SIZE_PREFIX_BYTES, apiKey);
+      return response;
+    };
     const result = dispatch(frame, conn);
     return result instanceof Promise ? result.then(answered) : answered(result);
   };

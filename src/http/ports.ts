@@ -6,10 +6,14 @@
  * Views are plain data: numbers, strings, arrays, objects, null. They are encoded as JSON or MessagePack
  * as they are, so they never carry bigint, Map, class instances or undefined fields.
  *
+ * Views here are the http layer's own; live-samples.ts defines the live feed's sample shape.
+ *
  * The transaction ports are optional: a build (or a test double) without a transaction coordinator leaves
  * them out, and their endpoints answer 501 with a JSON error that says so, rather than an empty list that
  * would look like "nothing is wrong". The live broker (broker-ports.ts) always provides them.
  */
+
+import type { LiveSample } from "./live-samples.ts";
 
 /**
  * Why the broker is not ready to take traffic; absent when it is. Ready but `degraded`: it serves, but not
@@ -243,24 +247,18 @@ export type ProducersLookup =
 
 // ---- transactions, markers, groups ------------------------------------------------------------
 
-/** Kafka's transaction state names (TransactionState.java). */
-export const TRANSACTION_STATES = [
-  "Empty",
-  "Ongoing",
-  "PrepareCommit",
-  "PrepareAbort",
-  "CompleteCommit",
-  "CompleteAbort",
-  "Dead",
-  "PrepareEpochFence",
-] as const;
-export type TransactionStateName = (typeof TRANSACTION_STATES)[number];
-
-/** The states an entry can be stored in (Dead and PrepareEpochFence are only steps inside one decision). */
-export const STORED_TRANSACTION_STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"] as const;
-
-/** States in which a transaction is open: begun and not yet completed, so it holds partitions' LSO. */
-export const OPEN_TRANSACTION_STATES: readonly TransactionStateName[] = ["Ongoing", "PrepareCommit", "PrepareAbort"];
+/**
+ * Kafka's transaction state names (TransactionState.java), the states an entry can be stored in (Dead and
+ * PrepareEpochFence are only steps inside one decision), and those in which a transaction is open (begun,
+ * not yet completed: it holds partitions' LSO). The domain's lists (domain/txn/txn-state.ts), named here
+ * as the side-port names them.
+ */
+export {
+  TXN_STATES as TRANSACTION_STATES,
+  PERSISTED_TXN_STATES as STORED_TRANSACTION_STATES,
+  OPEN_TXN_STATES as OPEN_TRANSACTION_STATES,
+} from "../domain/txn/txn-state.ts";
+export type TransactionStateName = import("../domain/txn/txn-state.ts").TxnState;
 
 export interface TransactionPartitionView {
   topic: string;
@@ -312,6 +310,35 @@ export interface TransactionDetailView extends TransactionView {
   stagedOffsets: StagedOffsetView[];
   /** Markers of its decision that are not durable on their partitions yet. */
   pendingMarkers: MarkerView[];
+  /**
+   * The coordinator's recent steps for this id, oldest first, each with its time (in memory only: a restart
+   * starts it again, with a "loaded" step for an open transaction). See TimelineEventView.
+   */
+  timeline: TimelineEventView[];
+}
+
+/**
+ * One step of a transactional id's timeline: `loaded` (found in `state` at start-up or a take-over),
+ * `initialized` (InitProducerId), `began` (with its first partitions and groups), `added`, `decided`
+ * (`result`; `fenced` when the epoch was bumped: the reaper's or an operator's abort), `marker` (one
+ * partition's, with its `outcome`: written, queued for broker N, dropped, superseded, failed, retried),
+ * `completed`, `restored` (a failed write rolled it back to `state`), `forgotten` (expired or handed over).
+ */
+export interface TimelineEventView {
+  kind: "loaded" | "initialized" | "began" | "added" | "decided" | "marker" | "completed" | "restored" | "forgotten";
+  atMs: number;
+  producerId: number | null;
+  epoch: number | null;
+  state: string | null;
+  result: "commit" | "abort" | null;
+  fenced: boolean | null;
+  /** `topic-partition` names (began, added). */
+  partitions: string[];
+  groups: string[];
+  /** The marker's partition (marker). */
+  topic: string | null;
+  partition: number | null;
+  outcome: string | null;
 }
 
 export interface TransactionFilter {
@@ -390,6 +417,57 @@ export interface TransactionAdminPort {
   abort(transactionalId: string): Promise<AdminOutcome>;
 }
 
+// ---- consumer groups -------------------------------------------------------------------------
+
+export interface GroupMemberView {
+  memberId: string;
+  groupInstanceId: string | null;
+  clientId: string;
+  clientHost: string;
+}
+
+/**
+ * A group's committed offset on one partition, against the partition's high watermark and last stable
+ * offset (null when this broker does not have the partition open). The dashboard cannot know a consumer's
+ * isolation level, so it shows both lags: `hwLag` for read_uncommitted consumers, `lsoLag` for
+ * read_committed ones.
+ */
+export interface GroupOffsetView {
+  topic: string;
+  partition: number;
+  committedOffset: number;
+  highWatermark: number | null;
+  lastStableOffset: number | null;
+  hwLag: number | null;
+  lsoLag: number | null;
+}
+
+export interface GroupView {
+  groupId: string;
+  state: string;
+  protocolType: string;
+  /** The assignor the members chose (the consumer protocol's name), "" before a generation. */
+  protocol: string;
+  members: GroupMemberView[];
+  /** Committed offsets, by topic then partition; at most GROUP_OFFSETS_MAX. */
+  offsets: GroupOffsetView[];
+  /** Committed offsets the group has in all. */
+  offsetCount: number;
+}
+
+// ---- the live feed ----------------------------------------------------------------------------
+
+/** The live dashboard's samples (live-samples.ts) and their subscription. */
+export interface LiveFeedPort {
+  readonly intervalMs: number;
+  /** The span of the history when full (its capacity of intervals): the charts' width in time. */
+  readonly windowMs: number;
+  /** Oldest first. */
+  samples(): LiveSample[];
+  /** See LiveSampler.subscribe: undefined when too many are subscribed or the feed has stopped. */
+  subscribe(onSample: () => void, onEnd: () => void): (() => void) | undefined;
+}
+
 // ---- the whole set -----------------------------------------------------------------------------
 
 export interface HttpQueryPorts {
@@ -408,4 +486,8 @@ export interface HttpQueryPorts {
   markers?: MarkerQueryPort;
   /** Absent without a transaction coordinator: the abort endpoint answers 501 (with a valid token). */
   transactionAdmin?: TransactionAdminPort;
+  /** The groups this broker coordinates, by group id; absent in a build without groups (GET /v1/groups 501). */
+  groups?(limit: number): Promise<{ total: number; groups: GroupView[] }>;
+  /** The live dashboard's history and updates; absent: the dashboard is drawn once, without charts' history. */
+  live?: LiveFeedPort;
 }

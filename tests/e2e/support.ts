@@ -15,6 +15,7 @@ import { BrokerMetrics, meteredDispatch } from "../../src/http/metrics.ts";
 import { startHttpServer, type HttpServer } from "../../src/http/server.ts";
 import { startKafkaListener, type KafkaListener } from "../../src/net/kafka-listener.ts";
 import { systemClock } from "../../src/platform/clock.ts";
+import { systemTimers } from "../../src/platform/timers.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { nodeFs } from "../../src/platform/node-fs.ts";
 import { buildBatch } from "../support/batch-builder.ts";
@@ -92,6 +93,7 @@ export async function startInProcessStack(appOptions: HttpAppOptions = {}): Prom
   broker.setAdvertisedListener(kafka.host, kafka.port);
   const ports = new BrokerQueryPorts({ broker, metrics, version: "e2e", nowMs: systemClock.nowMs, startedAtMs: systemClock.nowMs() });
   ports.setListener(kafka);
+  ports.startLive(systemTimers);
   const http = startHttpServer({ host: "127.0.0.1", port: 0, fetch: createHttpApp(ports, appOptions).fetch, log: silentLogger });
   return {
     broker,

@@ -18,6 +18,10 @@
  * (JSON-serializable as they are), so a store can hand them out and share them without copying.
  */
 
+/**
+ * Every state, in the order of Apache's TransactionState (the one list of them: the side-port, its
+ * metrics and the CLI name them from here, in this order).
+ */
 export const TXN_STATES = [
   "Empty",
   "Ongoing",
@@ -25,8 +29,8 @@ export const TXN_STATES = [
   "PrepareAbort",
   "CompleteCommit",
   "CompleteAbort",
-  "PrepareEpochFence",
   "Dead",
+  "PrepareEpochFence",
 ] as const;
 
 export type TxnState = (typeof TXN_STATES)[number];
@@ -55,15 +59,12 @@ export const VALID_PREVIOUS_STATES: { readonly [Target in TxnState]: readonly Tx
   Dead: ["Empty", "CompleteCommit", "CompleteAbort"],
 };
 
-/** States an entry may have on disk (see the header for why the other two never are). */
-export const PERSISTED_STATES: ReadonlySet<TxnState> = new Set<TxnState>([
-  "Empty",
-  "Ongoing",
-  "PrepareCommit",
-  "PrepareAbort",
-  "CompleteCommit",
-  "CompleteAbort",
-]);
+/** States an entry may have on disk, in TXN_STATES order (see the header for why the other two never are). */
+export const PERSISTED_TXN_STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"] as const satisfies readonly TxnState[];
+export const PERSISTED_STATES: ReadonlySet<TxnState> = new Set<TxnState>(PERSISTED_TXN_STATES);
+
+/** States in which a transaction is open: begun and not yet completed, so it holds partitions' last stable offset. */
+export const OPEN_TXN_STATES: readonly TxnState[] = ["Ongoing", "PrepareCommit", "PrepareAbort"];
 
 /** States from which an idle transactional id may expire (Apache's isExpirationAllowed). */
 export const EXPIRABLE_STATES: ReadonlySet<TxnState> = new Set<TxnState>(["Empty", "CompleteCommit", "CompleteAbort"]);

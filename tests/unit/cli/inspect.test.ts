@@ -100,6 +100,7 @@ const detail: TransactionDetailView = {
   ...ongoing,
   stagedOffsets: [{ groupId: "billing", topic: "orders", partition: 0, offset: 42, leaderEpoch: -1, metadata: "", commitTimestampMs: ongoing.updatedMs }],
   pendingMarkers: [],
+  timeline: [],
 };
 
 const ordersTopic: TopicDetailView = {
