@@ -43,7 +43,7 @@ for helper in eoscopier:eos-copier txnzombie:txn-zombie saslcheck:sasl-check; do
 done
 # The helpers' build above has downloaded the pinned franz-go module; `go test -c` from its directory in the
 # module cache builds only into -o, so the cache stays untouched, and Go's build cache makes a rebuild a link.
-franz_dir="$(cd "$root/tests/interop/go" && go list -m -f '{{.Dir}}' github.com/twmb/franz-go)" &&
+franz_dir="$(cd "$root/tests/interop/go" && go list -m -f '{{.Dir}}' github.com/twmb/franz-go)" && [[ -d "$franz_dir" ]] &&
   (cd "$franz_dir" && go test -c -o "$root/.cache/go-bin/franz-kgo.test" ./pkg/kgo) >&2 ||
   { echo "building franz-go's pkg/kgo test suite failed" >&2; exit 1; }
 
