@@ -18,8 +18,13 @@
  */
 import { eachPartition, type TopicPartitions, type TxnEntry, type TxnState } from "./txn-state.ts";
 
-export const TXN_TIMELINE_IDS_MAX_DEFAULT = 10_000;
-export const TXN_TIMELINE_EVENTS_MAX_DEFAULT = 128;
+/**
+ * The bounds: at most 2,000 × 64 steps (a step is a small object, a hundred bytes or so), some 10 MB
+ * however many ids and partitions the transactions have; 64 steps hold a dozen one-partition transactions,
+ * or the last one of sixty partitions.
+ */
+export const TXN_TIMELINE_IDS_MAX_DEFAULT = 2_000;
+export const TXN_TIMELINE_EVENTS_MAX_DEFAULT = 64;
 
 export type TxnTimelineEvent =
   /** The entry was found in this state when its slot was loaded (start-up, a take-over). */
