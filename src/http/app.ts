@@ -176,6 +176,9 @@ const NOT_IMPLEMENTED = {
   live: "this side-port keeps no live samples (the sampler is not running)",
 } as const;
 
+/** Samples without a change after which the event stream writes a comment, well within Bun's idle timeout. */
+const SSE_IDLE_ROUNDS_MAX = 4;
+
 /**
  * The dashboard's event stream: the page's sections at once, then every one that changed after each live
  * sample, as `sections` events (a JSON object of element id to HTML); `end` when the feed stops
@@ -188,6 +191,7 @@ function dashboardEvents(c: Context, ports: HttpQueryPorts, render: () => Promis
   return streamSSE(c, async (stream) => {
     const sent = new Map<string, string>();
     let writing = false;
+    let idleRounds = 0;
     /** A sample came while a write was in flight: one more round once it is taken. */
     let again = false;
     const push = async (): Promise<boolean> => {
@@ -210,7 +214,15 @@ function dashboardEvents(c: Context, ports: HttpQueryPorts, render: () => Promis
             changed[s.id] = s.html;
             any = true;
           }
-          if (any) await stream.writeSSE({ event: "sections", data: JSON.stringify(changed) });
+          if (any) {
+            idleRounds = 0;
+            await stream.writeSSE({ event: "sections", data: JSON.stringify(changed) });
+          } else if (++idleRounds >= SSE_IDLE_ROUNDS_MAX) {
+            // A comment line, which EventSource ignores: without a write the server's idle timeout (10 s)
+            // would close a page whose sections did not change, and the page would reconnect.
+            idleRounds = 0;
+            await stream.write(": nothing changed\n\n");
+          }
         } while (again);
         return true;
       } finally {

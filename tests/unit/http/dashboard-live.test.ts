@@ -10,6 +10,7 @@ import { DASHBOARD_SCRIPT, DASHBOARD_STYLE } from "../../../src/http/dashboard-a
 import { niceCeiling } from "../../../src/http/dashboard-charts.ts";
 import type { LiveSample } from "../../../src/http/live-samples.ts";
 import type { ClusterView, GroupView, HttpQueryPorts, LiveFeedPort, TransactionDetailView } from "../../../src/http/ports.ts";
+import { settle } from "../../support/manual-timers.ts";
 
 const HOSTILE = `<script>alert("x")</script>&'`;
 const ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;";
@@ -144,7 +145,7 @@ async function readEvents(reader: { read(): Promise<{ done: boolean; value?: Uin
     while ((cut = text.indexOf("\n\n")) >= 0) {
       const block = text.slice(0, cut);
       text = text.slice(cut + 2);
-      const event = /^event: (.*)$/m.exec(block)?.[1] ?? "message";
+      const event = block.startsWith(":") ? "comment" : (/^event: (.*)$/m.exec(block)?.[1] ?? "message");
       const data = block
         .split("\n")
         .filter((l) => l.startsWith("data: "))
@@ -253,8 +254,17 @@ describe("the event stream", () => {
     const sections = JSON.parse(first!.data);
     expect(Object.keys(sections)).toEqual(["transaction"]);
     expect(sections.transaction).not.toContain("<script>alert");
+    // A completed transaction's page does not change: after a few samples a comment keeps the
+    // connection from Bun's idle timeout.
+    // (Each sample's round is let through before the next: samples during a round share one more.)
+    for (let i = 0; i < 4; i++) {
+      feed.tick(sample(i, 0));
+      await settle();
+    }
+    const [idle] = await readEvents(reader, 1);
+    expect(idle).toEqual({ event: "comment", data: "" });
     feed.end();
-    await readEvents(reader, 1);
+    expect((await readEvents(reader, 1))[0]!.event).toBe("end");
   });
 
   test("without a live feed, one update and the stream ends", async () => {
