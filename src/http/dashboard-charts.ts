@@ -107,7 +107,8 @@ ${lines}
 const perSecond = (v: number) => `${round(v)}/s`;
 const milliseconds = (v: number) => `${v < 10 ? (Math.round(v * 100) / 100).toString() : Math.round(v).toString()} ms`;
 const records = (v: number) => round(v);
-const seconds = (v: number) => formatDuration(v);
+/** An age: below a second in milliseconds, so that a chart of short transactions does not read 0s, 0s, 0s. */
+const age = (v: number) => (v < 1000 ? milliseconds(v) : formatDuration(v));
 
 /** The partitions (topic-partition) with the largest values of `read` over the samples, at most `max`. */
 function topPartitions(samples: readonly LiveSample[], read: (p: LiveSample["partitions"][number]) => number | null, max: number): string[] {
@@ -188,7 +189,7 @@ export function dashboardCharts(samples: readonly LiveSample[]): LineChart[] {
     {
       id: "oldest-open-transaction",
       title: `Oldest open transaction per partition, the ${CHART_PARTITIONS_MAX} oldest`,
-      format: seconds,
+      format: age,
       times,
       series: perPartitionSeries(samples, (p) => p.oldestOpenTxnAgeMs, null),
     },

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { createHttpApp, DASHBOARD_CSP } from "../../../src/http/app.ts";
 import { DASHBOARD_SCRIPT, DASHBOARD_STYLE } from "../../../src/http/dashboard-assets.ts";
-import { niceCeiling } from "../../../src/http/dashboard-charts.ts";
+import { dashboardCharts, niceCeiling, renderLineChart } from "../../../src/http/dashboard-charts.ts";
 import type { LiveSample } from "../../../src/http/live-samples.ts";
 import type { ClusterView, GroupView, HttpQueryPorts, LiveFeedPort, TransactionDetailView } from "../../../src/http/ports.ts";
 import { settle } from "../../support/manual-timers.ts";
@@ -214,6 +214,21 @@ describe("charts", () => {
     expect(html).not.toContain("<script>alert");
     expect(html).toContain(`${ESCAPED}-0`);
   });
+});
+
+test("the oldest open transaction's axis and legend say milliseconds below a second, seconds above", () => {
+  const t0 = 1_700_000_000_000;
+  const open = (ageMs: number) => [{ topic: "orders", partition: 0, lsoLag: 1, openTransactions: 1, oldestOpenTxnAgeMs: ageMs }];
+  const chartOf = (ageMs: number) => {
+    const chart = dashboardCharts([sample(t0, 0, open(ageMs))]).find((c) => c.id === "oldest-open-transaction")!;
+    return renderLineChart(chart, t0, 300_000);
+  };
+  const short = chartOf(40);
+  expect(short).toContain(">50 ms<");
+  expect(short).toContain(">25 ms<");
+  expect(short).toContain("orders-0: 40 ms");
+  expect(short).not.toContain(">0s<");
+  expect(chartOf(42_000)).toContain("orders-0: 42s");
 });
 
 describe("the event stream", () => {
