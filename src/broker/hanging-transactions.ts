@@ -16,7 +16,7 @@
  */
 import { formatDuration, formatMs } from "../domain/human-durations.ts";
 import { isTimedOut } from "../domain/txn/coordinator.ts";
-import type { TxnEntry, TxnState } from "../domain/txn/txn-state.ts";
+import { PERSISTED_TXN_STATES, type TxnEntry } from "../domain/txn/txn-state.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Timers } from "../platform/timers.ts";
@@ -27,9 +27,6 @@ export const LSO_STUCK_GRACE_MS_DEFAULT = 30_000;
 export const HANGING_CHECK_INTERVAL_MS_DEFAULT = 5_000;
 /** Warnings kept per result. */
 export const HANGING_WARNINGS_MAX = 100;
-
-/** The states an entry may be stored in, every one counted (0 included) in a result. */
-const STORED_STATES: readonly TxnState[] = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"];
 
 export interface HangingWarning {
   kind: "timed-out-transaction" | "stuck-lso";
@@ -106,7 +103,8 @@ export function detectHanging(
   graceMs: number,
 ): HangingCheckResult {
   const byState: Record<string, number> = {};
-  for (const state of STORED_STATES) byState[state] = 0;
+  // Every state an entry may be stored in is counted, 0 included.
+  for (const state of PERSISTED_TXN_STATES) byState[state] = 0;
   let oldestSinceMs: number | undefined;
   const warnings: HangingWarning[] = [];
   /** producer id + partition of every open transaction that accounts for a partition's LSO. */
