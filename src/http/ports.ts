@@ -13,6 +13,7 @@
  * would look like "nothing is wrong". The live broker (broker-ports.ts) always provides them.
  */
 
+import type { HangingWarning } from "../broker/hanging-transactions.ts";
 import type { LiveSample } from "./live-samples.ts";
 
 /**
@@ -349,17 +350,8 @@ export interface TransactionFilter {
   limit: number;
 }
 
-/** Something that looks like a hanging transaction, for the dashboard (and people). */
-export interface HangingWarning {
-  kind: "timed-out-transaction" | "stuck-lso";
-  /** One line, for people. */
-  message: string;
-  transactionalId: string | null;
-  topic: string | null;
-  partition: number | null;
-  /** Since when: the transaction's start, or when the partition's LSO was first seen stuck. */
-  sinceMs: number;
-}
+/** Something that looks like a hanging transaction, for the dashboard (and people): the broker's detector finds them. */
+export type { HangingWarning };
 
 export interface TransactionOverview {
   /** Entries per stored state (every state listed, 0 included). */
