@@ -364,6 +364,7 @@ function isSilentProduce(request: Uint8Array, servedVersions: ReadonlyMap<number
     const served = servedVersions.get(header.requestApiKey);
     if (header.requestApiKey !== PRODUCE || !served) return false;
     if (header.requestApiVersion < served.minVersion || header.requestApiVersion > served.maxVersion) return false;
+    if (broker.broker.registry.listedNotServed(PRODUCE, header.requestApiVersion)) return false;
     return (apiCodecsByKey.get(PRODUCE)!.decodeRequest(body, header.requestApiVersion) as { acks: number }).acks === 0;
   } catch (error) {
     if (error instanceof DecodeError) return false;
@@ -377,7 +378,8 @@ const SILENT = new Uint8Array(0);
 /**
  * Whether the broker owes `request` an answer: its header and body decode (so no DecodeError may close the
  * connection), its API has a handler, and its version is in the schema (an unserved one is answered with
- * UNSUPPORTED_VERSION) or it is ApiVersions (answered in v0).
+ * UNSUPPORTED_VERSION, save those ApiVersions lists without serving them, which close the connection) or it
+ * is ApiVersions (answered in v0).
  */
 function mustBeAnswered(request: Uint8Array, served: ReadonlySet<number>): boolean {
   try {
@@ -385,6 +387,8 @@ function mustBeAnswered(request: Uint8Array, served: ReadonlySet<number>): boole
     const api = apiCodecsByKey.get(header.requestApiKey);
     if (!api || !served.has(api.apiKey)) return false;
     if (header.requestApiVersion < api.minVersion || header.requestApiVersion > api.maxVersion) return api.apiKey === API_VERSIONS;
+    // Listed in ApiVersions but not served (Produce v0-v2, as Apache Kafka 4 lists them): the connection closes.
+    if (broker.broker.registry.listedNotServed(api.apiKey, header.requestApiVersion)) return false;
     api.decodeRequest(body, header.requestApiVersion);
   } catch (error) {
     if (error instanceof DecodeError) return false;
