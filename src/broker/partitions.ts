@@ -405,24 +405,38 @@ export class PartitionManager {
     return done;
   }
 
-  /** Retention, producer expiry and snapshots for every open partition, one partition at a time. */
+  /**
+   * Retention, producer expiry and snapshots for every open partition, one partition at a time. A partition
+   * closed meanwhile (its topic deleted, released to another broker, the broker stopping) is passed over,
+   * also when it closes half-way through its own steps: what is left of it is nobody's to maintain.
+   */
   async runMaintenance(): Promise<void> {
     const nowMs = this.clock.nowMs();
     for (const entry of [...this.open.values()]) {
       const partition = await entry.partition;
-      if (partition.log.failed) continue;
-      const retention = await partition.enforceRetention(nowMs);
-      if (retention.deletedSegments > 0) {
-        this.log.info("retention deleted segments", {
-          partition: `${partition.topic}-${partition.partition}`,
-          segments: retention.deletedSegments,
-          logStartOffset: retention.logStartOffset,
-        });
+      if (partition.log.failed || partition.log.closed) continue;
+      try {
+        await this.maintain(partition, nowMs);
+      } catch (error) {
+        if (partition.log.closed && partition.log.failed === undefined) continue;
+        throw error;
       }
-      partition.pruneAbortedTransactions();
-      partition.expireProducers(nowMs, this.config.producerIdExpirationMs);
-      await partition.snapshotIfDirty();
     }
+  }
+
+  private async maintain(partition: Partition, nowMs: number): Promise<void> {
+    const retention = await partition.enforceRetention(nowMs);
+    if (retention.deletedSegments > 0) {
+      this.log.info("retention deleted segments", {
+        partition: `${partition.topic}-${partition.partition}`,
+        segments: retention.deletedSegments,
+        logStartOffset: retention.logStartOffset,
+      });
+    }
+    if (partition.log.closed) return;
+    partition.pruneAbortedTransactions();
+    partition.expireProducers(nowMs, this.config.producerIdExpirationMs);
+    await partition.snapshotIfDirty();
   }
 
   private logConfigOf(topic: TopicRecord): { logConfig: LogConfig; timestampType: TimestampType } {

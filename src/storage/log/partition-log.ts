@@ -220,6 +220,11 @@ export class PartitionLog {
     return this.state.failure;
   }
 
+  /** Closing or closed (its topic deleted, its partition released, the broker stopping): nothing more is written. */
+  get closed(): boolean {
+    return this.state.closing || this.state.closed;
+  }
+
   /**
    * Calls `listener` (synchronously, with no arguments) whenever writtenEndOffset or durableEndOffset
    * advances, the log start moves, or the log fails: the Fetch long-poll re-checks its condition then.
