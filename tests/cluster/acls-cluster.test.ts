@@ -62,7 +62,12 @@ test(
         }),
       );
       expect(created.results.every((r: { errorCode: number }) => r.errorCode === ErrorCode.NONE)).toBe(true);
-      const onOther = await cluster.withClient(2, (c) => c.request(29, 3, anyFilter));
+      // The other broker reads the shared ACL file when the etcd watch tells it of the change: soon, not at
+      // once (as Apache's brokers see ACLs once their metadata log has the record).
+      const onOther = await until("broker 2 to see the 4 ACL resources", 10_000, async () => {
+        const res = await cluster.withClient(2, (c) => c.request(29, 3, anyFilter));
+        return res.resources.length === 4 ? res : undefined;
+      });
       expect(onOther.resources.length).toBe(4);
 
       await cluster.createTopic("c-acl", 2, { through: 2 });
