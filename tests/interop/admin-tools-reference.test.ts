@@ -14,34 +14,21 @@
  *   bun test --timeout 600000 tests/interop/admin-tools-reference.test.ts
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
-import {
-  type ApacheKafka,
-  LOG4J_CONFIG,
-  REPO_ROOT,
-  ensureKafkaLibs,
-  javaBin,
-  runKafkaTool,
-  startApacheKafka,
-  type ToolResult,
-} from "../support/apache-kafka.ts";
+import { type ApacheKafka, runKafkaTool, startApacheKafka, type ToolResult } from "../support/apache-kafka.ts";
 import { buildBatch } from "../support/batch-builder.ts";
-import { LineChild } from "../support/line-child.ts";
+import { compileJavaPrograms, ok, runJava } from "../support/cluster-clients.ts";
 import { startTestBroker, type TestBroker } from "../support/test-broker.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 120_000;
-const JAVA_SOURCES = join(import.meta.dir, "java");
-const CLASSES = join(REPO_ROOT, ".cache", "java-classes", "admin-describe");
-const JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx256m", `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`];
 const TOPICS: [string, number][] = [
   ["tools-a", 3],
   ["tools-b", 1],
 ];
 
-let libs = "";
 let bunka: TestBroker;
 let apache: ApacheKafka;
 
@@ -52,27 +39,9 @@ interface Target {
 }
 let targets: Target[] = [];
 
-function ok(r: ToolResult, what: string): ToolResult {
-  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n--- stdout ---\n${r.stdout}--- stderr ---\n${r.stderr.slice(-4000)}`);
-  return r;
-}
-
-async function compileJava(): Promise<void> {
-  const source = join(JAVA_SOURCES, "AdminDescribe.java");
-  const cls = join(CLASSES, "AdminDescribe.class");
-  if (existsSync(cls) && statSync(cls).mtimeMs >= statSync(source).mtimeMs) return;
-  mkdirSync(CLASSES, { recursive: true });
-  const javac = process.env.JAVA_HOME && existsSync(join(process.env.JAVA_HOME, "bin/javac")) ? join(process.env.JAVA_HOME, "bin/javac") : "javac";
-  const proc = Bun.spawn([javac, "-d", CLASSES, "-cp", `${libs}/*`, source], { stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0) throw new Error(`javac failed (${code}):\n${out}${err}`);
-}
-
 async function runAdminDescribe(bootstrap: string): Promise<string[]> {
-  const child = new LineChild("java AdminDescribe", [javaBin(), ...JVM_FLAGS, "-cp", `${CLASSES}:${libs}/*`, "AdminDescribe", bootstrap, TOPICS.map(([t]) => t).join(","), "tools-missing"]);
-  const code = await child.exitCodeWithin(60_000);
-  ok({ code: code ?? 124, stdout: child.stdout, stderr: child.stderr }, "AdminDescribe");
-  return child.stdout.trim().split("\n");
+  const run = ok(await runJava("AdminDescribe", [bootstrap, TOPICS.map(([t]) => t).join(","), "tools-missing"], 60_000), "AdminDescribe");
+  return run.stdout.trim().split("\n");
 }
 
 /** The same topics and the same batches on a broker (through its wire protocol, no JVM). */
@@ -120,8 +89,7 @@ function logFileBytes(topic: string, partition: number): number {
 }
 
 beforeAll(async () => {
-  libs = await ensureKafkaLibs();
-  const [, started, kafka] = await Promise.all([compileJava(), startTestBroker({ autoCreateTopicsEnable: false }), startApacheKafka()]);
+  const [, started, kafka] = await Promise.all([compileJavaPrograms(["AdminDescribe"]), startTestBroker({ autoCreateTopicsEnable: false }), startApacheKafka()]);
   bunka = started;
   apache = kafka;
   targets = [
