@@ -7,8 +7,9 @@
  * larger ("first batch may exceed", v3+). A fetch offset below the log start or beyond the log end is
  * OFFSET_OUT_OF_RANGE. While fewer than min_bytes are available the request waits, up to max_wait_ms, and
  * is woken by appends (and by the fsyncs that move the high watermark). The batches are read into an
- * arena reused from one answer to the next (fetch-arena.ts), and the answer is encoded into one buffer
- * of its size (docs/architecture.md, "The Fetch read path").
+ * arena reused from one answer to the next (fetch-arena.ts); a partition's records of GATHER_BYTES_MIN or
+ * more go from the arena to the socket as pieces of a gathered frame, the rest is encoded into one buffer
+ * (docs/architecture.md, "The Fetch read path"). The arena returns to the pool once the frame is written.
  *
  * Fetch sessions (v7+, KIP-227): the rules live in domain/fetch-session.ts (docs/architecture.md, "Fetch
  * sessions"); this handler asks it what a request means, reads the partitions it lists (for an
@@ -52,6 +53,7 @@ import {
   type ForgottenPartition,
 } from "../domain/fetch-session.ts";
 import { EMPTY_BYTES, ZERO_UUID } from "../protocol/codec-support.ts";
+import { GATHER_BYTES_MIN } from "../protocol/gathered-frame.ts";
 import type { FetchRequest } from "../protocol/generated/fetch-request.ts";
 import type { FetchResponseInit, FetchResponse_PartitionDataInit } from "../protocol/generated/fetch-response.ts";
 import type { Partition } from "../storage/partition.ts";
@@ -123,7 +125,11 @@ function responseSizeOf(response: FetchResponseInit): number {
   let size = 64;
   for (const t of response.responses ?? []) {
     size += 32 + 3 * (t.topic?.length ?? 0);
-    for (const p of t.partitions ?? []) size += 64 + 16 * (p.abortedTransactions?.length ?? 0) + (p.records?.length ?? 0);
+    for (const p of t.partitions ?? []) {
+      // Records long enough to be gathered are written from the arena, not copied into the frame.
+      const recordsBytes = p.records?.length ?? 0;
+      size += 64 + 16 * (p.abortedTransactions?.length ?? 0) + (recordsBytes >= GATHER_BYTES_MIN ? 0 : recordsBytes);
+    }
   }
   return size;
 }
@@ -131,7 +137,7 @@ function responseSizeOf(response: FetchResponseInit): number {
 export function fetchHandler(services: BrokerServices): Handler<FetchRequest, FetchResponseInit> {
   const { topics, partitions, clock, fetchSessions, ownership } = services;
   const arenas = new FetchArenaPool();
-  /** The arena an answer's records are views of, until the answer is encoded. */
+  /** The arena an answer's records are views of, until the answer is written (or encoded, if copied). */
   const arenaOf = new WeakMap<FetchResponseInit, FetchArena>();
 
   return {
@@ -257,6 +263,7 @@ export function fetchHandler(services: BrokerServices): Handler<FetchRequest, Fe
     responseSizeHint(response) {
       return responseSizeOf(response);
     },
+    gatherBytesMin: GATHER_BYTES_MIN,
     responseEncoded(response) {
       const arena = arenaOf.get(response);
       if (arena === undefined) return;

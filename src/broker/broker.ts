@@ -3,6 +3,7 @@
  * one handler per API key, and exposes `dispatch` for the Kafka listener. main.ts constructs it with the
  * real clock and file system; tests construct it with their own.
  */
+import type { GatheredFrame } from "../protocol/gathered-frame.ts";
 import { FenceWatcher } from "../cluster/fence-watcher.ts";
 import { type MarkerSpec, MarkerQueueWatcher } from "../cluster/marker-queue-watcher.ts";
 import { peerClientId, peerMarkerWake } from "../cluster/peer-marker-wake.ts";
@@ -140,7 +141,7 @@ export interface BrokerDeps {
 }
 
 export interface Broker {
-  dispatch(frame: Uint8Array, conn: ConnectionInfo): Promise<Uint8Array | null>;
+  dispatch(frame: Uint8Array, conn: ConnectionInfo): Promise<Uint8Array | GatheredFrame | null>;
   /**
    * Called once the listener is bound: Metadata tells clients this address (the inter-broker one), or,
    * given `listeners`, each client the address of the listener its request came in on.

@@ -20,6 +20,7 @@ import type { Logger } from "../platform/logger.ts";
 import { apiCodecsByKey } from "../protocol/generated/index.ts";
 import { encodeApiVersionsResponse } from "../protocol/generated/api-versions-response.ts";
 import { FrameBufferPool } from "../protocol/frame-pool.ts";
+import { type GatheredFrame, isGatheredFrame, withAlsoAfterWrite } from "../protocol/gathered-frame.ts";
 import { API_VERSIONS_KEY, encodeResponseFrame, parseRequestFrame } from "../protocol/header.ts";
 import { CloseConnection, type ConnectionInfo, type Handler, type RequestContext } from "./handler.ts";
 import type { HandlerRegistry } from "./registry.ts";
@@ -49,7 +50,7 @@ export class Dispatcher {
     private readonly sasl?: SaslGate,
   ) {}
 
-  async dispatch(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array | null> {
+  async dispatch(frame: Uint8Array, connection: ConnectionInfo): Promise<Uint8Array | GatheredFrame | null> {
     const startedMs = performance.now();
     const rawToken = this.sasl?.rawToken(frame, connection);
     if (rawToken !== undefined) return rawToken;
@@ -92,9 +93,23 @@ export class Dispatcher {
     }
     this.observer?.onRequest(apiKey, apiVersion, performance.now() - startedMs, errored);
     if (response === null) return null;
+    // Whether the frame refers to memory the response points into (gathered-frame.ts): the handler is
+    // then told only once the frame is written.
+    let gathered = false;
     try {
       const sizeHint = handler.responseSizeHint?.(response, apiVersion);
-      return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, response), sizeHint, this.frames);
+      const frame = encodeResponseFrame(
+        apiKey,
+        apiVersion,
+        header.correlationId,
+        (w, v) => codecs.encodeResponse(w, v, response),
+        sizeHint,
+        this.frames,
+        handler.gatherBytesMin,
+      );
+      if (!isGatheredFrame(frame)) return frame;
+      gathered = true;
+      return handler.responseEncoded === undefined ? frame : withAlsoAfterWrite(frame, () => handler.responseEncoded!(response));
     } catch (error) {
       // A response the handler built but the version cannot carry is our bug, not the client's: answer
       // UNKNOWN_SERVER_ERROR like any other handler failure. If even that cannot be encoded, the connection closes.
@@ -102,7 +117,7 @@ export class Dispatcher {
       const fallback = handler.errorResponse(request, ErrorCode.UNKNOWN_SERVER_ERROR, apiVersion);
       return encodeResponseFrame(apiKey, apiVersion, header.correlationId, (w, v) => codecs.encodeResponse(w, v, fallback));
     } finally {
-      handler.responseEncoded?.(response);
+      if (!gathered) handler.responseEncoded?.(response);
     }
   }
 }

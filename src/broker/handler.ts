@@ -57,7 +57,17 @@ export interface Handler<Request = any, Response = any> {
    * size instead of one that doubles as it fills (large answers: Fetch). Absent: the buffer grows.
    */
   responseSizeHint?(response: Response, apiVersion: number): number;
-  /** Called once `response` is encoded (or failed to be): whatever it pointed into may be reused. */
+  /**
+   * Byte fields at least this long are written to the socket from where they are instead of copied into
+   * the frame (protocol/gathered-frame.ts): the memory they point into must then stay unchanged until
+   * `responseEncoded`. Absent: everything is copied.
+   */
+  gatherBytesMin?: number;
+  /**
+   * Called once nothing refers to what `response` pointed into any more, so that it may be reused: right
+   * after encoding (or failing to), or, when the frame gathered some of it, once the kernel took the whole
+   * frame. Never called for a gathered frame whose connection closed first.
+   */
   responseEncoded?(response: Response): void;
 }
 

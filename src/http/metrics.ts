@@ -12,6 +12,7 @@
  * Hand-written rather than a client library: the dependency rule (docs/architecture.md, "Layers") and the
  * format is small.
  */
+import type { GatheredFrame } from "../protocol/gathered-frame.ts";
 import type { RequestObserver } from "../broker/dispatcher.ts";
 import type { ResourceKind } from "../cluster/cluster-keys.ts";
 import type { OwnershipMove } from "../cluster/ownership-manager.ts";
@@ -290,7 +291,8 @@ export class BrokerMetrics implements RequestObserver, TxnObserver {
   }
 }
 
-type Dispatch<C> = (frame: Uint8Array, conn: C) => Promise<Uint8Array | null> | Uint8Array | null;
+type DispatchResult = Uint8Array | GatheredFrame | null;
+type Dispatch<C> = (frame: Uint8Array, conn: C) => Promise<DispatchResult> | DispatchResult;
 
 /** The 4-byte size prefix the listener adds in front of each frame. */
 const SIZE_PREFIX_BYTES = 4;
@@ -305,7 +307,7 @@ export function meteredDispatch<C>(dispatch: Dispatch<C>, metrics: BrokerMetrics
     // Every request header starts with its API key (int16); a frame too short for one is counted without.
     const apiKey = frame.byteLength >= 2 ? (frame[0]! << 8) | frame[1]! : -1;
     metrics.onRequestBytes(frame.byteLength + SIZE_PREFIX_BYTES, apiKey);
-    const answered = (response: Uint8Array | null) => {
+    const answered = (response: DispatchResult) => {
       if (response !== null) metrics.onResponseBytes(response.byteLength + SIZE_PREFIX_BYTES, apiKey);
       return response;
     };

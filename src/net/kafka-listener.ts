@@ -49,6 +49,8 @@
  *   (a view that skips them and is marked as such); the listener fills in the size in place: no copy;
  * - any other response up to `COPY_THRESHOLD_BYTES` is copied behind a fresh prefix (one small copy, one write);
  * - a larger unmarked response goes out as two writes (prefix, then body) rather than copying megabytes.
+ * - a gathered frame (protocol/gathered-frame.ts) goes out piece after piece, its prefix already in the first
+ *   piece; its release is called once the kernel took the last one.
  * Either way, the response bytes belong to the listener once returned: the dispatcher must not reuse them.
  */
 import { ANONYMOUS_PRINCIPAL, type ConnectionSecurity, type SecurityProtocol, usesSasl, usesTls } from "../domain/security/connection-security.ts";
@@ -56,6 +58,7 @@ import { DecodeError, FatalError } from "../errors/errors.ts";
 import type { TlsMaterialSource } from "./tls-material.ts";
 import { principalOfCertificate } from "./tls-principal.ts";
 import { LogRateLimit } from "../platform/log-rate-limit.ts";
+import { type GatheredFrame, isGatheredFrame } from "../protocol/gathered-frame.ts";
 import { listenError } from "../errors/listen-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 
@@ -99,7 +102,8 @@ export interface ResponseBudget {
   mayExceed(): boolean;
 }
 
-export type DispatchResult = Uint8Array | null;
+/** A response without its size prefix, a gathered frame (protocol/gathered-frame.ts), or none. */
+export type DispatchResult = Uint8Array | GatheredFrame | null;
 
 /** One listener to bind (broker/listener-config.ts resolves them from the settings). */
 export interface ListenerEndpoint {
@@ -566,7 +570,13 @@ export async function startKafkaListener(opts: KafkaListenerOptions): Promise<Ka
     }
   }
 
-  function writeResponse(conn: ConnState, body: Uint8Array): void {
+  function writeResponse(conn: ConnState, body: Uint8Array | GatheredFrame): void {
+    if (isGatheredFrame(body)) {
+      // Piece after piece; what the kernel does not take is queued, and the release waits for the last.
+      const last = body.pieces.length - 1;
+      for (let i = 0; i <= last; i++) writeOut(conn, body.pieces[i]!, i === last ? body.releaseAfterWrite : undefined);
+      return;
+    }
     const size = body.byteLength;
     if ((body as MarkedView)[reservedPrefix] === true && body.byteOffset >= SIZE_PREFIX_BYTES) {
       const framed = new Uint8Array(body.buffer, body.byteOffset - SIZE_PREFIX_BYTES, size + SIZE_PREFIX_BYTES);

@@ -8,6 +8,7 @@ import { decodeRequestHeader, type RequestHeader } from "./generated/request-hea
 import { encodeResponseHeader } from "./generated/response-header.ts";
 import { Reader } from "./reader.ts";
 import { type FrameBufferPool, POOLED_FRAME_BYTES_MAX, POOLED_FRAME_BYTES_MIN, releaseFrameAfterWrite, type ReleasableFrame } from "./frame-pool.ts";
+import type { GatheredFrame } from "./gathered-frame.ts";
 import { Writer } from "./writer.ts";
 
 export const API_VERSIONS_KEY = 18;
@@ -55,8 +56,27 @@ const reservedSizePrefix = Symbol.for("bunka.reservedSizePrefix");
  * Encodes header + body into one buffer, the view starting after 4 bytes reserved for the size prefix.
  * With a `pool` and a `sizeHint` (an upper bound of the frame) from POOLED_FRAME_BYTES_MIN to _MAX, the frame
  * is encoded into a pooled buffer and carries the function that gives it back once written
- * (frame-pool.ts).
+ * (frame-pool.ts). With `gatherBytesMin`, byte fields at least that long are gathered instead of copied
+ * (gathered-frame.ts): the result is then a GatheredFrame whenever one was, and its pieces refer to those
+ * fields' memory until written; `sizeHint` should then leave those fields out.
  */
+export function encodeResponseFrame(
+  apiKey: number,
+  apiVersion: number,
+  correlationId: number,
+  encodeBody: (w: Writer, version: number) => void,
+  sizeHint?: number,
+  pool?: FrameBufferPool,
+): Uint8Array;
+export function encodeResponseFrame(
+  apiKey: number,
+  apiVersion: number,
+  correlationId: number,
+  encodeBody: (w: Writer, version: number) => void,
+  sizeHint: number | undefined,
+  pool: FrameBufferPool | undefined,
+  gatherBytesMin: number | undefined,
+): Uint8Array | GatheredFrame;
 export function encodeResponseFrame(
   apiKey: number,
   apiVersion: number,
@@ -64,9 +84,10 @@ export function encodeResponseFrame(
   encodeBody: (w: Writer, version: number) => void,
   sizeHint = 256,
   pool?: FrameBufferPool,
-): Uint8Array {
+  gatherBytesMin?: number,
+): Uint8Array | GatheredFrame {
   const pooled = pool !== undefined && sizeHint >= POOLED_FRAME_BYTES_MIN && sizeHint <= POOLED_FRAME_BYTES_MAX ? pool.acquire(sizeHint) : undefined;
-  const w = new Writer(pooled ?? sizeHint);
+  const w = new Writer(pooled ?? sizeHint, gatherBytesMin);
   w.int32(0);
   encodeResponseHeader(w, responseHeaderVersion(apiKey, apiVersion), { correlationId });
   try {
@@ -75,12 +96,20 @@ export function encodeResponseFrame(
     if (pooled !== undefined) pool!.release(pooled);
     throw error;
   }
+  // The hint was short and the writer moved to fresh memory: the pooled buffer is free at once.
+  const stillPooled = pooled !== undefined && w.currentBuffer === pooled;
+  if (pooled !== undefined && !stillPooled) pool!.release(pooled);
+  if (w.hasGathered) {
+    w.patchInt32(0, w.length - 4);
+    return {
+      kind: "gathered",
+      pieces: w.pieces(),
+      byteLength: w.length - 4,
+      ...(stillPooled ? { releaseAfterWrite: () => pool!.release(pooled) } : {}),
+    };
+  }
   const body = w.finish().subarray(4) as Uint8Array & { [reservedSizePrefix]?: true } & ReleasableFrame;
   body[reservedSizePrefix] = true;
-  if (pooled !== undefined) {
-    // The hint was short and the writer moved to fresh memory: the pooled buffer is free at once.
-    if (w.currentBuffer !== pooled) pool!.release(pooled);
-    else body[releaseFrameAfterWrite] = () => pool!.release(pooled);
-  }
+  if (stillPooled) body[releaseFrameAfterWrite] = () => pool!.release(pooled);
   return body;
 }

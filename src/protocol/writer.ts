@@ -1,6 +1,11 @@
 /**
  * Growable big-endian writer. Encoders write straight into one buffer; `finish()` returns a view of the
  * bytes written, without copying.
+ *
+ * Gathering (`gatherBytesMin`): raw byte runs at least that long are not copied but remembered where they
+ * fall in the output (protocol/gathered-frame.ts); `pieces()` then returns the output as the buffer's
+ * stretches between them and the runs themselves. `offset` and `patchInt32` address the buffer only, which
+ * holds everything but the gathered runs; `length` is the whole output.
  */
 import type { TaggedField } from "./reader.ts";
 
@@ -28,15 +33,55 @@ export function uvarintSize(value: number): number {
   return size;
 }
 
+/** A byte run left where it is: it belongs in the output at buffer offset `at`. */
+interface GatheredRun {
+  readonly at: number;
+  readonly bytes: Uint8Array;
+}
+
 export class Writer {
   private buffer: Uint8Array;
   private view: DataView;
   offset = 0;
+  private readonly gatherBytesMin: number;
+  private readonly gathered: GatheredRun[] = [];
+  private gatheredBytes = 0;
 
-  /** @param initial a capacity, or a buffer to write into from its start (it is replaced if it fills up) */
-  constructor(initial: number | Uint8Array = 256) {
+  /**
+   * @param initial a capacity, or a buffer to write into from its start (it is replaced if it fills up)
+   * @param gatherBytesMin raw runs of at least this many bytes are gathered, not copied (see above);
+   *   absent: everything is copied
+   */
+  constructor(initial: number | Uint8Array = 256, gatherBytesMin = Infinity) {
     this.buffer = typeof initial === "number" ? new Uint8Array(initial) : initial;
     this.view = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.byteLength);
+    this.gatherBytesMin = gatherBytesMin;
+  }
+
+  /** The whole output's length: the buffer's bytes and the gathered runs. */
+  get length(): number {
+    return this.offset + this.gatheredBytes;
+  }
+
+  /** True when some runs were gathered: the output is then `pieces()`, not `finish()`. */
+  get hasGathered(): boolean {
+    return this.gathered.length > 0;
+  }
+
+  /**
+   * The output in order as views: the buffer's stretches and the gathered runs, none empty. The views are
+   * the writer's buffer and the callers' runs, not copies.
+   */
+  pieces(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    let from = 0;
+    for (const run of this.gathered) {
+      if (run.at > from) out.push(this.buffer.subarray(from, run.at));
+      out.push(run.bytes);
+      from = run.at;
+    }
+    if (this.offset > from) out.push(this.buffer.subarray(from, this.offset));
+    return out;
   }
 
   /** The buffer written into now (the one given, unless it filled up). */
@@ -59,7 +104,9 @@ export class Writer {
     return at;
   }
 
+  /** The output as one view. A writer that gathered runs has no such view: use `pieces()`. */
   finish(): Uint8Array {
+    if (this.gathered.length > 0) throw new Error("Writer.finish() on a writer that gathered runs: use pieces()");
     return this.buffer.subarray(0, this.offset);
   }
 
@@ -132,6 +179,11 @@ export class Writer {
     for (let i = 0; i < 16; i++) this.buffer[at + i] = parseInt(digits.substr(i * 2, 2), 16) || 0;
   }
   raw(bytes: Uint8Array): void {
+    if (bytes.length >= this.gatherBytesMin) {
+      this.gathered.push({ at: this.offset, bytes });
+      this.gatheredBytes += bytes.length;
+      return;
+    }
     const at = this.ensure(bytes.length);
     this.buffer.set(bytes, at);
   }

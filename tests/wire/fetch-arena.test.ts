@@ -11,6 +11,7 @@ import { checkBatch, parseBatchHeader } from "../../src/protocol/records/record-
 import { simpleBatch } from "../support/batch-builder.ts";
 import { startBrokerAndClient } from "../support/broker-fixture.ts";
 import type { TestBroker } from "../support/test-broker.ts";
+import { until } from "../support/wait.ts";
 import { WireClient } from "../support/wire-client.ts";
 
 const TIMEOUT = 90_000;
@@ -123,3 +124,64 @@ test("answers read into reused memory at the same time each carry their own batc
     other.close();
   }
 }, TIMEOUT);
+
+test("a large answer held behind a client that does not read keeps its batches while other answers reuse memory", async () => {
+  // Answers of 16 MiB: their batches go from the arena to the socket without a copy (a gathered frame),
+  // so the arena must stay out of the pool until the last byte is written, here long after other
+  // connections' answers were read into reused memory.
+  const topic = "arena-gathered";
+  const created = await client.request(19, 7, {
+    topics: [{ name: topic, numPartitions: 2, replicationFactor: 1, assignments: [], configs: [] }],
+    timeoutMs: 10_000,
+    validateOnly: false,
+  });
+  expect(created.topics[0].errorCode).toBe(ErrorCode.NONE);
+  const recordsPerBatch = (p: number) => 8 + p;
+  for (let i = 0; i < 16; i++) {
+    const res = await client.request(0, 9, {
+      transactionalId: null,
+      acks: -1,
+      timeoutMs: 30_000,
+      topicData: [{ name: topic, partitionData: [0, 1].map((p) => ({ index: p, records: simpleBatch(recordsPerBatch(p), { valueBytes: 100 * 1024 }) })) }],
+    });
+    for (const r of res.responses[0].partitionResponses) expect(r.errorCode).toBe(ErrorCode.NONE);
+  }
+  const bigFetch = (partition: number) => {
+    const body = fetchBody(topic, [0], 16 * 1024 * 1024);
+    body.topics[0]!.partitions[0]!.partition = partition;
+    return body;
+  };
+
+  const received: Uint8Array[] = [];
+  const raw = await Bun.connect({
+    hostname: "127.0.0.1",
+    port: broker.port,
+    socket: { binaryType: "uint8array", data: (_s, chunk) => void received.push(chunk), close() {}, error() {} },
+  });
+  try {
+    raw.pause();
+    expect(raw.write(client.encodeRequest(1, 12, bigFetch(0), 77))).toBeGreaterThan(0);
+    await until("the answer queued behind the paused socket", 30_000, async () => (broker.listener.heldResponseBytes() > 4 * 1024 * 1024 ? true : undefined), 5);
+
+    // Meanwhile other answers of partition 1 are read (into the pool's memory) and checked.
+    for (let i = 0; i < 4; i++) {
+      const res = await client.request(1, 12, bigFetch(1));
+      const p = res.responses[0].partitions[0];
+      expect(p.errorCode).toBe(ErrorCode.NONE);
+      expect(checkAnswer(1, 0, p.records, recordsPerBatch)).toBe(16);
+    }
+
+    raw.resume();
+    const all = await until("the held answer", 30_000, async () => {
+      const bytes = Buffer.concat(received);
+      return bytes.length >= 4 && bytes.length >= 4 + bytes.readInt32BE(0) ? bytes : undefined;
+    }, 5);
+    const res = client.decodeResponse(1, 12, all.subarray(4, 4 + all.readInt32BE(0))) as any;
+    const p = res.responses[0].partitions[0];
+    expect(p.errorCode).toBe(ErrorCode.NONE);
+    expect(checkAnswer(0, 0, p.records, recordsPerBatch)).toBe(16);
+  } finally {
+    raw.end();
+  }
+}, TIMEOUT);
+

@@ -84,7 +84,7 @@ describe("through the dispatcher, a SASL_PLAINTEXT connection", () => {
   }
   async function call(conn: ConnectionInfo, apiKey: number, apiVersion: number, body: unknown): Promise<any> {
     const out = await tb.broker.dispatch(frame(apiKey, apiVersion, body), conn);
-    const r = new Reader(out!);
+    const r = new Reader(out! as Uint8Array);
     decodeResponseHeader(r, responseHeaderVersion(apiKey, apiVersion));
     return apiCodecsByKey.get(apiKey)!.decodeResponse(r, apiVersion);
   }

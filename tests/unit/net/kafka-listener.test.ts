@@ -15,6 +15,7 @@ import {
   withReservedSizePrefix,
 } from "../../../src/net/kafka-listener.ts";
 import type { Logger } from "../../../src/platform/logger.ts";
+import type { GatheredFrame } from "../../../src/protocol/gathered-frame.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 // ---- helpers -------------------------------------------------------------------------------------------
@@ -626,6 +627,64 @@ describe("pooled frames", () => {
     await waitUntil(() => listener.connectionStats().length === 0, "the server to drop the connection");
     await settleEventLoop(10);
     expect(releases).toBe(0);
+  });
+});
+
+describe("gathered frames", () => {
+  /** A gathered frame of `parts` (protocol/gathered-frame.ts): the prefix in front of the first piece. */
+  function gathered(parts: Uint8Array[], onRelease?: () => void): GatheredFrame {
+    const byteLength = parts.reduce((n, p) => n + p.byteLength, 0);
+    const prefix = new Uint8Array(4);
+    new DataView(prefix.buffer).setInt32(0, byteLength);
+    return { kind: "gathered", pieces: [prefix, ...parts], byteLength, ...(onRelease ? { releaseAfterWrite: onRelease } : {}) };
+  }
+
+  test("the pieces arrive as one response, in order, and requests after it keep their order", async () => {
+    const a = new Uint8Array(200_000).map((_, i) => i % 251);
+    const b = new TextEncoder().encode("-middle-");
+    const c = new Uint8Array(300_000).map((_, i) => (i * 7) % 253);
+    const listener = await listen((f) => (text(f) === "gathered" ? gathered([a, b, c]) : f.slice()));
+    const client = await connect(listener.port);
+    client.write(concat([frame("before"), frame("gathered"), frame("after")]));
+    await waitUntil(() => client.responses.length === 3, "three responses");
+    expect(text(client.responses[0]!)).toBe("before");
+    expect(Buffer.compare(client.responses[1]!, concat([a, b, c]))).toBe(0);
+    expect(text(client.responses[2]!)).toBe("after");
+  });
+
+  test("its release waits for the last piece; the held bytes count the whole frame until written", async () => {
+    const pieces = [new Uint8Array(8 * 1024 * 1024).fill(1), new Uint8Array(10).fill(2), new Uint8Array(8 * 1024 * 1024).fill(3)];
+    let releases = 0;
+    const listener = await listen(() => gathered(pieces, () => releases++));
+    const client = await connect(listener.port);
+    client.socket.pause();
+    client.write(frame("big"));
+    await waitUntil(() => (listener.connectionStats()[0]?.queuedOutputBytes ?? 0) > 0, "output queued behind a client that does not read");
+    await settleEventLoop(20);
+    expect(releases).toBe(0);
+    const stats = listener.connectionStats()[0]!;
+    // Whatever the kernel has not taken is held (the pieces after the one it refused included).
+    expect(stats.heldResponseBytes).toBe(stats.queuedOutputBytes);
+    expect(stats.queuedOutputBytes).toBeGreaterThan(8 * 1024 * 1024);
+    client.socket.resume();
+    await waitUntil(() => client.responses.length === 1, "the whole response", 30_000);
+    expect(releases).toBe(1);
+    expect(listener.connectionStats()[0]!.heldResponseBytes).toBe(0);
+    expect(Buffer.compare(client.responses[0]!, concat(pieces))).toBe(0);
+  });
+
+  test("a gathered frame whose connection closes before it is written is never released", async () => {
+    let releases = 0;
+    const listener = await listen(() => gathered([new Uint8Array(16 * 1024 * 1024).fill(5), new Uint8Array(1)], () => releases++));
+    const client = await connect(listener.port);
+    client.socket.pause();
+    client.write(frame("big"));
+    await waitUntil(() => (listener.connectionStats()[0]?.queuedOutputBytes ?? 0) > 0, "output queued");
+    client.socket.terminate();
+    await waitUntil(() => listener.connectionStats().length === 0, "the server to drop the connection");
+    await settleEventLoop(10);
+    expect(releases).toBe(0);
+    expect(listener.heldResponseBytes()).toBe(0);
   });
 });
 
