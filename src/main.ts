@@ -17,6 +17,7 @@
  * - a FatalError (a broken invariant, a failed fsync) anywhere is logged and exits 1: recovery runs at the
  *   next start, which is safer than going on with state we cannot trust.
  */
+import { crc32cImplementation } from "./protocol/records/crc32c.ts";
 import { readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { createBroker } from "./broker/broker.ts";
@@ -426,6 +427,8 @@ async function serve(config: BrokerConfig): Promise<number> {
     advertised: formatHostPort(advertisedHost, advertisedPort),
     dataDir: config.dataDir,
     brokerId: config.brokerId,
+    crc32c: crc32cImplementation().name,
+    ...(crc32cImplementation().reason === undefined ? {} : { crc32cSoftwareBecause: crc32cImplementation().reason }),
   });
 
   return await stopped;

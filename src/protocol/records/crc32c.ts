@@ -6,7 +6,13 @@
  * bytes with sixteen independent table lookups instead of sixteen dependent ones (a third faster than
  * slicing-by-8 here; the tables take 16 KiB). Bun has no native CRC-32C (Bun.hash.crc32 and zlib's crc32
  * are the IEEE polynomial), and the same loop in WebAssembly, which has no CRC instruction, ran no faster.
+ *
+ * Where the CPU has a CRC-32C instruction that bunka can reach (platform/crc32c-hardware.ts), inputs of
+ * HARDWARE_MIN_BYTES or more go to it, about 6 times as fast on a batch of 16 KiB; shorter ones stay here,
+ * since the call itself costs about as much as 100 bytes of this loop. The kernel is used only if it gives
+ * this loop's answers on known inputs at load; `crc32cImplementation` says which one runs.
  */
+import { loadHardwareCrc32c, type Crc32cKernel } from "../../platform/crc32c-hardware.ts";
 
 const POLYNOMIAL_REFLECTED = 0x82f63b78;
 const SLICES = 16;
@@ -38,6 +44,14 @@ export function crc32c(data: Uint8Array, start = 0, end = data.length, previous 
   if (start < 0 || end > data.length || start > end) {
     throw new RangeError(`crc32c range [${start}, ${end}) outside 0..${data.length}`);
   }
+  if (hardware !== undefined && end - start >= HARDWARE_MIN_BYTES) {
+    return hardware(start === 0 && end === data.length ? data : data.subarray(start, end), previous);
+  }
+  return crc32cSoftware(data, start, end, previous);
+}
+
+/** The TypeScript loop alone (the reference the hardware kernel is checked against). */
+export function crc32cSoftware(data: Uint8Array, start = 0, end = data.length, previous = 0): number {
   const t = TABLES;
   let crc = ~previous | 0;
   let i = start;
@@ -70,4 +84,35 @@ export function crc32c(data: Uint8Array, start = 0, end = data.length, previous 
     i++;
   }
   return ~crc >>> 0;
+}
+
+/** Inputs at least this long go to the hardware kernel when there is one. */
+export const HARDWARE_MIN_BYTES = 256;
+
+/** The kernel if it agrees with the loop on inputs of every length class and continuation; else why not. */
+function checkedHardware(): { kernel: Crc32cKernel } | { reason: string } {
+  const loaded = loadHardwareCrc32c();
+  if (!("kernel" in loaded)) return loaded;
+  // The check value of CRC-32C ("123456789" -> 0xE3069283), then lengths around the kernel's 32- and 8-byte
+  // steps, unaligned starts and a continued checksum.
+  const check = new TextEncoder().encode("123456789");
+  if (loaded.kernel(check, 0) !== 0xe3069283) return { reason: "it gave a wrong check value" };
+  const data = new Uint8Array(4099);
+  for (let i = 0; i < data.length; i++) data[i] = (i * 131 + 7) & 0xff;
+  for (const [start, end] of [[0, 4099], [1, 4098], [3, 3 + 31], [5, 5 + 33], [0, 7], [0, 0], [17, 17 + 256]] as const) {
+    const part = data.subarray(start, end);
+    if (loaded.kernel(part, 0) !== crc32cSoftware(data, start, end)) return { reason: `it disagreed on bytes [${start}, ${end})` };
+  }
+  if (loaded.kernel(data.subarray(1000), loaded.kernel(data.subarray(0, 1000), 0)) !== crc32cSoftware(data)) {
+    return { reason: "it disagreed on a continued checksum" };
+  }
+  return loaded;
+}
+
+const chosen = checkedHardware();
+const hardware: Crc32cKernel | undefined = "kernel" in chosen ? chosen.kernel : undefined;
+
+/** Which CRC-32C runs for long inputs, and why not the hardware one (for the start-up log line). */
+export function crc32cImplementation(): { name: "sse4.2" | "software"; reason?: string } {
+  return "kernel" in chosen ? { name: "sse4.2" } : { name: "software", reason: chosen.reason };
 }
