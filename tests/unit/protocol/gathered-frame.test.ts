@@ -10,18 +10,9 @@ import { encodeResponseFrame } from "../../../src/protocol/header.ts";
 import { encodeFetchResponse } from "../../../src/protocol/generated/fetch-response.ts";
 import type { FetchResponseInit } from "../../../src/protocol/generated/fetch-response.ts";
 import { Writer } from "../../../src/protocol/writer.ts";
+import { concatBytes } from "../../support/batch-builder.ts";
 
 const bytes = (n: number, seed: number) => new Uint8Array(n).map((_, i) => (i * 31 + seed) % 256);
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
-}
 
 describe("Writer gathering", () => {
   test("runs at the threshold are gathered, shorter ones copied; the pieces are the copied output", () => {
@@ -43,7 +34,7 @@ describe("Writer gathering", () => {
     expect(pieces.every((p) => p.byteLength > 0)).toBe(true);
     // The gathered runs are the callers' own memory, not copies.
     expect(pieces.filter((p) => p === long)).toHaveLength(2);
-    expect(concat(pieces)).toEqual(copying.finish());
+    expect(concatBytes(...pieces)).toEqual(copying.finish());
   });
 
   test("a gathered run first or last leaves no empty piece; finish() refuses a gathering writer", () => {
