@@ -417,6 +417,7 @@ async function serve(config: BrokerConfig): Promise<number> {
   process.stdout.write(
     `bunka ${VERSION} listening kafka=${formatHostPort(kafka.host, kafka.port)} http=${formatHostPort(http.host, http.port)} data=${config.dataDir} broker=${config.brokerId}${clusterPart}${listenersPart}\n`,
   );
+  const crc32c = crc32cImplementation();
   log.info("started", {
     mode: clusterStatus === undefined ? "single" : "cluster",
     ...(clusterStatus === undefined ? {} : { clusterId: broker.services.clusterId, etcd: clusterStatus.endpoints.join(","), members: memberIds }),
@@ -427,8 +428,8 @@ async function serve(config: BrokerConfig): Promise<number> {
     advertised: formatHostPort(advertisedHost, advertisedPort),
     dataDir: config.dataDir,
     brokerId: config.brokerId,
-    crc32c: crc32cImplementation().name,
-    ...(crc32cImplementation().reason === undefined ? {} : { crc32cSoftwareBecause: crc32cImplementation().reason }),
+    crc32c: crc32c.name,
+    ...(crc32c.reason === undefined ? {} : { crc32cSoftwareBecause: crc32c.reason }),
   });
 
   return await stopped;

@@ -3,9 +3,9 @@
  * Bun (bun:ffi `cc`, TinyCC) and called through bun:ffi.
  *
  * Why: the checksum runs on every produced batch, on every batch recovery scans or the cleaner reads, and
- * on every batch the cleaner rebuilds; in TypeScript (slicing-by-16, protocol/records/crc32c.ts) it does
- * about 0.65 GB/s on the project's test machine, the instruction about 4.4 GB/s (1 MiB) and 5 GB/s
- * (16 KiB) even from TinyCC's plain code. Neither JavaScript nor WebAssembly can reach the instruction.
+ * on every batch the cleaner rebuilds; on a 16 KiB batch the instruction, even from TinyCC's plain code,
+ * is about 7 times as fast as the TypeScript loop (slicing-by-16, protocol/records/crc32c.ts;
+ * scripts/bench-crc32c.ts, docs/architecture.md "Codecs and kernels"). Neither JavaScript nor WebAssembly can reach the instruction.
  * A call costs about 0.1 µs, so short inputs stay in TypeScript (protocol/records/crc32c.ts decides).
  *
  * Only where it is known to be safe: Linux on x86-64 whose /proc/cpuinfo lists `sse4_2` (an illegal
