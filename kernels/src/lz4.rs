@@ -36,6 +36,41 @@ pub unsafe extern "C" fn lz4_decode_block(src: *const u8, src_len: usize, out: *
             return MALFORMED;
         }
         let token = *src.add(at) as usize;
+        // The common sequence, taken in one go (liblz4's "shortcut"): fewer than 15 literals and a match
+        // shorter than 19 bytes, with input to spare (so this is not the block's last sequence, and the
+        // offset is there) and output to spare (so neither limit check could fail, and the fixed-size
+        // copies stay below out_limit). The result is the general path's, byte for byte.
+        let short_literals = token >> 4;
+        let short_match = token & 15;
+        if short_literals < 15 && short_match < 15 && end - at > 19 && out_limit - o >= 40 {
+            at += 1;
+            let dst = o as *mut u8;
+            copy8(dst, src.add(at));
+            copy8(dst.add(8), src.add(at + 8));
+            at += short_literals;
+            o += short_literals;
+            let offset = (*src.add(at) as usize) | ((*src.add(at + 1) as usize) << 8);
+            at += 2;
+            if offset == 0 || offset > o - window {
+                return MALFORMED;
+            }
+            let length = short_match + MIN_MATCH;
+            let dst = o as *mut u8;
+            let from = (o - offset) as *const u8;
+            if offset >= 8 {
+                copy8(dst, from);
+                copy8(dst.add(8), from.add(8));
+                copy8(dst.add(16), from.add(16));
+            } else {
+                let mut i = 0;
+                while i < length {
+                    *dst.add(i) = *from.add(i);
+                    i += 1;
+                }
+            }
+            o += length;
+            continue;
+        }
         at += 1;
         let mut literals = token >> 4;
         if literals == 15 {

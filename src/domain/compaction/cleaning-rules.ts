@@ -183,7 +183,10 @@ export function decideBatch(batch: BatchFacts, canDiscard: boolean, isLastOfProd
 
 export interface RecordFacts {
   offset: number;
-  key: Uint8Array | null;
+  /** The key is keyBytes[keyStart, keyStart + keyLength); keyLength -1 for a null key. */
+  keyBytes: Uint8Array;
+  keyStart: number;
+  keyLength: number;
   /** A null value: a tombstone. */
   hasValue: boolean;
 }
@@ -196,8 +199,8 @@ export interface RecordFacts {
  */
 export function retainRecord(map: OffsetMap, record: RecordFacts, batchDeleteHorizonMs: number, nowMs: number): boolean {
   if (record.offset > map.latestOffset) return true;
-  if (record.key === null) return false;
-  const latest = record.offset >= map.get(record.key);
+  if (record.keyLength < 0) return false;
+  const latest = record.offset >= map.getKey(record.keyBytes, record.keyStart, record.keyLength);
   if (!latest) return false;
   if (record.hasValue) return true;
   return batchDeleteHorizonMs < 0 || nowMs < batchDeleteHorizonMs;

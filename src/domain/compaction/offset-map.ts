@@ -1,14 +1,17 @@
 /**
  * The cleaner's key -> latest offset map (Apache's SkimpyOffsetMap): a fixed-size open-addressing table
- * of 128-bit key hashes (MD5, as Apache's) and offsets, 24 bytes per slot, so that its memory is bounded
- * by log.cleaner.dedupe.buffer.size whatever the keys look like. A key is never stored, only its hash:
- * two keys colliding on all 128 bits would make the cleaner drop the older one's latest record, which
- * is no likelier here than in Apache's map.
+ * of 128-bit key hashes and offsets, 24 bytes per slot, so that its memory is bounded by
+ * log.cleaner.dedupe.buffer.size whatever the keys look like. A key is never stored, only its hash
+ * (key-hash.ts, which says why it is not Apache's MD5): two keys colliding on all 128 bits would make the
+ * cleaner drop the older one's latest record, which is no likelier here than in Apache's map. Keys are
+ * given as a range of a byte array (the decompressed records section the cleaner walks).
  *
  * The table starts small and doubles (rehashing) up to the slot count the memory bound allows, so a
  * partition with few keys costs little. `isFull` tells the cleaner to stop mapping at the current batch:
  * the map then covers a prefix of the dirty section, and the next pass continues from there.
  */
+
+import { murmur3x86_128 } from "./key-hash.ts";
 
 export const OFFSET_MAP_BYTES_PER_SLOT = 24;
 const INITIAL_SLOTS = 1024;
@@ -23,17 +26,19 @@ export class OffsetMap {
   /** The largest offset put since the last clear (-1 when none). */
   latestOffset = -1;
   private readonly h = new Uint32Array(4);
-  /** The same 16 bytes, where MD5 writes. */
-  private readonly h8 = new Uint8Array(this.h.buffer);
+  private readonly seed: number;
 
   /**
    * @param memoryBytes the most the table may use (its share of log.cleaner.dedupe.buffer.size)
    * @param loadFactor log.cleaner.io.buffer.load.factor: the fill at which the table counts as full
+   * @param seed the key hash's seed (drawn at random when not given)
    */
   constructor(
     memoryBytes: number,
     private readonly loadFactor: number,
+    seed?: number,
   ) {
+    this.seed = seed ?? crypto.getRandomValues(new Uint32Array(1))[0]!;
     if (!(loadFactor > 0 && loadFactor <= 1)) throw new RangeError(`load factor must be in (0, 1], got ${loadFactor}`);
     let max = INITIAL_SLOTS;
     while (max * 2 * OFFSET_MAP_BYTES_PER_SLOT <= memoryBytes) max *= 2;
@@ -72,7 +77,12 @@ export class OffsetMap {
 
   /** Records `offset` as the latest for `key` (later puts win; offsets arrive in increasing order). */
   put(key: Uint8Array, offset: number): void {
-    Bun.MD5.hash(key, this.h8);
+    this.putKey(key, 0, key.length, offset);
+  }
+
+  /** put() for the key bytes[start, start + length). */
+  putKey(bytes: Uint8Array, start: number, length: number, offset: number): void {
+    murmur3x86_128(bytes, start, length, this.seed, this.h);
     if ((this.used + 1) > this.slots * this.loadFactor && this.slots < this.maxSlots) this.grow();
     const slot = this.find(this.h[0]!, this.h[1]!, this.h[2]!, this.h[3]!);
     if (this.offsets[slot] === EMPTY) {
@@ -90,7 +100,12 @@ export class OffsetMap {
 
   /** The latest offset put for `key`, or -1. */
   get(key: Uint8Array): number {
-    Bun.MD5.hash(key, this.h8);
+    return this.getKey(key, 0, key.length);
+  }
+
+  /** get() for the key bytes[start, start + length). */
+  getKey(bytes: Uint8Array, start: number, length: number): number {
+    murmur3x86_128(bytes, start, length, this.seed, this.h);
     return this.offsets[this.find(this.h[0]!, this.h[1]!, this.h[2]!, this.h[3]!)]!;
   }
 
@@ -123,7 +138,11 @@ export class OffsetMap {
       if (offset === EMPTY) continue;
       const at = i * 4;
       const slot = this.find(oldHashes[at]!, oldHashes[at + 1]!, oldHashes[at + 2]!, oldHashes[at + 3]!);
-      this.hashes.set(oldHashes.subarray(at, at + 4), slot * 4);
+      const to = slot * 4;
+      this.hashes[to] = oldHashes[at]!;
+      this.hashes[to + 1] = oldHashes[at + 1]!;
+      this.hashes[to + 2] = oldHashes[at + 2]!;
+      this.hashes[to + 3] = oldHashes[at + 3]!;
       this.offsets[slot] = offset;
     }
   }

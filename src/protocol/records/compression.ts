@@ -15,12 +15,16 @@
  */
 import { constants, gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from "node:zlib";
 import { DecodeError } from "../../errors/errors.ts";
-import { lz4Compress, lz4Decompress } from "./lz4.ts";
+import { lz4Compress, lz4Decompress, type DecompressScratch } from "./lz4.ts";
 import { CompressionCodec } from "./record-batch.ts";
 import { snappyCompress, snappyDecompress } from "./snappy.ts";
 
-/** Inflates the records section of a batch compressed with `codec`. */
-export function decompress(codec: number, data: Uint8Array, maxBytes: number): Uint8Array {
+/**
+ * Inflates the records section of a batch compressed with `codec`. With a scratch, the result may be a
+ * view of its buffer, valid until the next call given it (lz4.ts, DecompressScratch); the other codecs'
+ * decoders allocate their own.
+ */
+export function decompress(codec: number, data: Uint8Array, maxBytes: number, scratch?: DecompressScratch): Uint8Array {
   let out: Uint8Array;
   try {
     switch (codec) {
@@ -37,7 +41,7 @@ export function decompress(codec: number, data: Uint8Array, maxBytes: number): U
         out = snappyDecompress(data, maxBytes);
         break;
       case CompressionCodec.lz4:
-        out = lz4Decompress(data, maxBytes);
+        out = lz4Decompress(data, maxBytes, scratch);
         break;
       default:
         throw new DecodeError(`compression codec ${codec} does not exist`);

@@ -11,6 +11,7 @@
  * tests/unit/protocol/records/record-scan.test.ts compares them.
  */
 import { DecodeError } from "../../errors/errors.ts";
+import { newDecompressScratch } from "./lz4.ts";
 import { BATCH_HEADER_BYTES, TIMESTAMP_TYPE_BIT, COMPRESSION_CODEC_MASK, type BatchHeader, parseBatchHeader } from "./record-batch.ts";
 import {
   DECOMPRESSED_RECORDS_MAX_BYTES,
@@ -45,10 +46,15 @@ export class RecordScan {
   /** 1 when the value is null (a tombstone). */
   valueNull = new Uint8Array(INITIAL_CAPACITY);
   private readonly cursor = { at: 0 };
+  /** Where compressed batches are decompressed: `section` stays valid until the next scan. */
+  private readonly scratch = newDecompressScratch();
 
-  /** Scans the batch at `position` (decompressing it first). Throws DecodeError as decodeRecords does. */
+  /**
+   * Scans the batch at `position` (decompressing it first, into a buffer the next scan reuses). Throws
+   * DecodeError as decodeRecords does.
+   */
   scan(bytes: Uint8Array, position: number, maxBytes = DECOMPRESSED_RECORDS_MAX_BYTES): void {
-    this.scanSection(parseBatchHeader(bytes, position), recordsSectionOf(bytes, position, maxBytes));
+    this.scanSection(parseBatchHeader(bytes, position), recordsSectionOf(bytes, position, maxBytes, this.scratch));
   }
 
   /** Scans an already decompressed records section of the batch whose header is `header`. */

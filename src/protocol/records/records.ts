@@ -45,6 +45,7 @@ import {
   type BatchHeader,
 } from "./record-batch.ts";
 import { crc32c } from "./crc32c.ts";
+import type { DecompressScratch } from "./lz4.ts";
 
 /** One record of a batch, with absolute offset and timestamp. */
 export interface KafkaRecord {
@@ -65,13 +66,13 @@ export interface KafkaRecord {
  */
 export const DECOMPRESSED_RECORDS_MAX_BYTES = 64 * 1024 * 1024;
 
-/** The records section of the batch at `position`, decompressed. */
-export function recordsSectionOf(bytes: Uint8Array, position: number, maxBytes = DECOMPRESSED_RECORDS_MAX_BYTES): Uint8Array {
+/** The records section of the batch at `position`, decompressed (into the scratch, if given: compression.ts). */
+export function recordsSectionOf(bytes: Uint8Array, position: number, maxBytes = DECOMPRESSED_RECORDS_MAX_BYTES, scratch?: DecompressScratch): Uint8Array {
   const sizeBytes = batchSizeAt(bytes, position);
   const end = position + sizeBytes;
   if (sizeBytes < BATCH_HEADER_BYTES || end > bytes.length) throw new DecodeError(`batch at ${position} is truncated`);
   const codec = readInt16(bytes, position + ATTRIBUTES_AT) & COMPRESSION_CODEC_MASK;
-  return decompress(codec, bytes.subarray(position + BATCH_HEADER_BYTES, end), maxBytes);
+  return decompress(codec, bytes.subarray(position + BATCH_HEADER_BYTES, end), maxBytes, scratch);
 }
 
 /**

@@ -28,6 +28,7 @@ import {
   isLastBatchOfProducer,
   retainRecord,
   type ActiveProducer,
+  type RecordFacts,
   type CleanableRange,
 } from "../../domain/compaction/cleaning-rules.ts";
 import type { OffsetMap } from "../../domain/compaction/offset-map.ts";
@@ -181,7 +182,7 @@ class PassScratch {
   readonly verifiedSegments = new Set<number>();
   kept = new Int32Array(256);
   /** A fact object reused for retainRecord, one record at a time. */
-  readonly record: { offset: number; key: Uint8Array | null; hasValue: boolean } = { offset: 0, key: null, hasValue: false };
+  readonly record: RecordFacts = { offset: 0, keyBytes: new Uint8Array(0), keyStart: 0, keyLength: -1, hasValue: false };
 
   keepRoom(count: number): Int32Array {
     if (this.kept.length < count) this.kept = new Int32Array(Math.max(count, this.kept.length * 2));
@@ -224,12 +225,14 @@ async function buildOffsetMap(input: CleanPassInput, stats: { bytesRead: number 
       } else if (!tracker.onDataBatch(header.producerId, header.isTransactional, lastOffset)) {
         const { scan } = reuse;
         scan.scan(batch.bytes, batch.at);
+        const { section, keyStarts, keyLengths, offsets } = scan;
         for (let i = 0; i < scan.count; i++) {
-          const key = scan.key(i);
-          const offset = scan.offsets[i]!;
-          if (key === null || offset < range.firstDirtyOffset) continue;
-          if (map.isFull && map.get(key) < 0) return true;
-          map.put(key, offset);
+          const keyLength = keyLengths[i]!;
+          const offset = offsets[i]!;
+          if (keyLength < 0 || offset < range.firstDirtyOffset) continue;
+          const keyStart = keyStarts[i]!;
+          if (map.isFull && map.getKey(section, keyStart, keyLength) < 0) return true;
+          map.putKey(section, keyStart, keyLength, offset);
         }
       }
       if (lastOffset >= range.firstDirtyOffset) map.updateLatestOffset(lastOffset);
@@ -466,10 +469,12 @@ function cleanBatch(
   } else {
     scan.scan(bytes, at);
     const kept = reuse.keepRoom(scan.count);
+    record.keyBytes = scan.section;
     for (let i = 0; i < scan.count; i++) {
       if (!header.isControl) {
         record.offset = scan.offsets[i]!;
-        record.key = scan.key(i);
+        record.keyStart = scan.keyStarts[i]!;
+        record.keyLength = scan.keyLengths[i]!;
         record.hasValue = scan.valueNull[i] === 0;
         if (!retainRecord(map, record, spec.deleteHorizonMs, nowMs)) continue;
         if (!record.hasValue) keepsTombstone = true;

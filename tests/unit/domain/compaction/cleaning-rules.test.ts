@@ -137,31 +137,36 @@ describe("batches", () => {
 });
 
 describe("retainRecord", () => {
+  /** A record's facts with its key given as a string, inside a larger array as the cleaner sees it. */
+  const fact = (offset: number, key: string | null, hasValue = true) => {
+    const keyBytes = bytes(`..${key ?? ""}..`);
+    return { offset, keyBytes, keyStart: 2, keyLength: key === null ? -1 : keyBytes.length - 4, hasValue };
+  };
   const map = new OffsetMap(1 << 20, 0.9);
   map.put(bytes("a"), 5);
   map.put(bytes("b"), 7);
   map.updateLatestOffset(9);
 
   test("the latest record of a key stays, older ones go", () => {
-    expect(retainRecord(map, { offset: 5, key: bytes("a"), hasValue: true }, -1, NOW)).toBe(true);
-    expect(retainRecord(map, { offset: 3, key: bytes("a"), hasValue: true }, -1, NOW)).toBe(false);
+    expect(retainRecord(map, fact(5, "a"), -1, NOW)).toBe(true);
+    expect(retainRecord(map, fact(3, "a"), -1, NOW)).toBe(false);
   });
 
   test("a key the map does not hold (already clean) stays", () => {
-    expect(retainRecord(map, { offset: 2, key: bytes("c"), hasValue: true }, -1, NOW)).toBe(true);
+    expect(retainRecord(map, fact(2, "c"), -1, NOW)).toBe(true);
   });
 
   test("records past the end of the map stay whatever their key", () => {
-    expect(retainRecord(map, { offset: 10, key: bytes("a"), hasValue: true }, -1, NOW)).toBe(true);
-    expect(retainRecord(map, { offset: 10, key: null, hasValue: true }, -1, NOW)).toBe(true);
+    expect(retainRecord(map, fact(10, "a"), -1, NOW)).toBe(true);
+    expect(retainRecord(map, fact(10, null), -1, NOW)).toBe(true);
   });
 
   test("a record without a key goes", () => {
-    expect(retainRecord(map, { offset: 6, key: null, hasValue: true }, -1, NOW)).toBe(false);
+    expect(retainRecord(map, fact(6, null), -1, NOW)).toBe(false);
   });
 
   test("a tombstone stays until its batch's delete horizon", () => {
-    const tombstone = { offset: 7, key: bytes("b"), hasValue: false };
+    const tombstone = fact(7, "b", false);
     expect(retainRecord(map, tombstone, -1, NOW)).toBe(true);
     expect(retainRecord(map, tombstone, NOW + 1, NOW)).toBe(true);
     expect(retainRecord(map, tombstone, NOW, NOW)).toBe(false);
