@@ -154,7 +154,6 @@ async function cleanOnce(source: string, work: string): Promise<{ cpuSeconds: nu
   const wallSeconds = (performance.now() - wallBefore) / 1000;
   await partition.close();
   if (outcome.kind !== "cleaned") throw new Error(`nothing cleaned: ${JSON.stringify(outcome)}`);
-  if (process.env.DEBUG_PASS) console.error(JSON.stringify(outcome));
   return { cpuSeconds: (cpu.user + cpu.system) / 1e6, wallSeconds, bytesRead: outcome.stats.bytesRead, sizeAfter: outcome.stats.sizeAfterBytes };
 }
 
