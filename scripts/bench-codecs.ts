@@ -7,11 +7,13 @@
  *   bun scripts/bench-codecs.ts [--rounds N] [--bytes N]
  *
  * Prints, per codec, the compressed size and the median MB/s (of uncompressed bytes) over the rounds; lz4
- * twice, on its WebAssembly kernels (`lz4`, what the broker runs) and on their TypeScript twins (`lz4-ts`).
+ * and snappy twice, on their WebAssembly kernels (`lz4`, `snappy`: what the broker runs) and on their
+ * TypeScript twins (`lz4-ts`, `snappy-ts`).
  */
 import { compress, decompress } from "../src/protocol/records/compression.ts";
 import { CompressionCodec } from "../src/protocol/records/record-batch.ts";
 import { useLz4Kernels } from "../src/protocol/records/lz4.ts";
+import { useSnappyKernels } from "../src/protocol/records/snappy.ts";
 
 function option(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -81,10 +83,11 @@ function median(values: number[]): number {
 const data = realisticRecords(totalBytes);
 const mb = data.length / 1e6;
 console.log(`${data.length} bytes of records, ${rounds} rounds, median MB/s of uncompressed bytes`);
-// lz4 twice: its WebAssembly kernels (what the broker runs), then its TypeScript twins (the fallback).
+// lz4 and snappy twice: their WebAssembly kernels (what the broker runs), then their TypeScript twins (the fallback).
 const runs = [
   { name: "gzip", label: "gzip" },
   { name: "snappy", label: "snappy" },
+  { name: "snappy", label: "snappy-ts", portable: true },
   { name: "lz4", label: "lz4" },
   { name: "lz4", label: "lz4-ts", portable: true },
   { name: "zstd", label: "zstd" },
@@ -92,6 +95,7 @@ const runs = [
 for (const run of runs) {
   const { name } = run;
   useLz4Kernels(!("portable" in run));
+  useSnappyKernels(!("portable" in run));
   const codec = CompressionCodec[name];
   let compressed = compress(codec, data);
   // Warm-up, so the JIT has compiled the codecs written in TypeScript before they are timed.
@@ -108,7 +112,7 @@ for (const run of runs) {
     if (back.length !== data.length) throw new Error(`${name} round trip lost bytes`);
   }
   console.log(
-    `${run.label.padEnd(7)} ${String(compressed.length).padStart(8)} bytes (${((compressed.length / data.length) * 100).toFixed(1)}%)` +
+    `${run.label.padEnd(9)} ${String(compressed.length).padStart(8)} bytes (${((compressed.length / data.length) * 100).toFixed(1)}%)` +
       `  compress ${median(compressRates).toFixed(0).padStart(5)} MB/s  decompress ${median(decompressRates).toFixed(0).padStart(5)} MB/s`,
   );
 }

@@ -1,4 +1,4 @@
-//! bunka's byte-crunching kernels (for now LZ4's block codec), compiled to WebAssembly and run inside
+//! bunka's byte-crunching kernels (LZ4's block codec and snappy's), compiled to WebAssembly and run inside
 //! the broker (src/protocol/records/kernels.ts loads them; docs/architecture.md, "Codecs and kernels",
 //! says why).
 //!
@@ -12,6 +12,7 @@
 #![no_std]
 
 mod lz4;
+mod snappy;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -721,7 +721,7 @@ export class Partition {
         return log.cleanerCheckpoint;
       },
       cleanableSegments: () => log.cleanableSegments(),
-      readSegmentBytes: (baseOffset, position, length) => log.readSegmentBytes(baseOffset, position, length),
+      readSegmentBytes: (baseOffset, position, length, into) => log.readSegmentBytes(baseOffset, position, length, into),
       saveCleanerCheckpoint: (checkpoint) => log.saveCleanerCheckpoint(checkpoint),
       replaceSegments: async (cleaned, endOffset, keptAborted) => {
         await log.replaceSegments(cleaned);
@@ -750,11 +750,10 @@ export class Partition {
   private async firstDirtyTimestamp(range: CleanableRange): Promise<number> {
     const first = this.log.cleanableSegments().find((s) => s.endOffset > range.firstDirtyOffset && s.baseOffset < range.firstUncleanableOffset);
     if (first === undefined || first.sizeBytes < BATCH_HEADER_BYTES) return -1;
-    const header = await this.log.readSegmentBytes(first.baseOffset, 0, BATCH_HEADER_BYTES);
+    const header = await this.log.readSegmentBytes(first.baseOffset, 0, BATCH_HEADER_BYTES, new Uint8Array(BATCH_HEADER_BYTES));
     return header.length < BATCH_HEADER_BYTES ? -1 : baseTimestampAt(header, 0);
   }
 
-  /** Writes the producer-state snapshot if anything changed since the last one. */
   /**
    * Writes the producer-state snapshot if anything changed since the last one. Snapshots are written one
    * at a time, so an older one can never be renamed over a newer one.

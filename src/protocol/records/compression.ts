@@ -21,7 +21,7 @@ import { snappyCompress, snappyDecompress } from "./snappy.ts";
 
 /**
  * Inflates the records section of a batch compressed with `codec`. With a scratch, the result may be a
- * view of its buffer, valid until the next call given it (lz4.ts, DecompressScratch); the other codecs'
+ * view of its buffer, valid until the next call given it (lz4.ts, DecompressScratch); gzip's and zstd's
  * decoders allocate their own.
  */
 export function decompress(codec: number, data: Uint8Array, maxBytes: number, scratch?: DecompressScratch): Uint8Array {
@@ -38,7 +38,7 @@ export function decompress(codec: number, data: Uint8Array, maxBytes: number, sc
         out = zstdDecompressSync(data, { maxOutputLength: maxBytes });
         break;
       case CompressionCodec.snappy:
-        out = snappyDecompress(data, maxBytes);
+        out = snappyDecompress(data, maxBytes, scratch);
         break;
       case CompressionCodec.lz4:
         out = lz4Decompress(data, maxBytes, scratch);

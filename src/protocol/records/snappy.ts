@@ -16,11 +16,16 @@
  * scanned with a hash table of the 4-byte sequences seen so far, and the scan skips ahead faster the
  * longer it goes without a match, so that incompressible data costs little.
  *
+ * The element decoder and the fragment compressor run as WebAssembly kernels where they can (kernels.ts);
+ * the functions here named Portable are their TypeScript twins, the reference they are tested against.
+ *
  * Every length is checked before it is used. A block is refused before anything is allocated when its
  * declared length is above the caller's limit, or more than a snappy block could expand to at all (a
  * 3-byte element produces at most 64 bytes), so a few hostile bytes cannot claim gigabytes.
  */
 import { DecodeError } from "../../errors/errors.ts";
+import { snappyKernels, type SnappyKernels } from "./kernels.ts";
+import type { DecompressScratch } from "./lz4.ts";
 
 const XERIAL_MAGIC = [0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00] as const;
 const XERIAL_HEADER_BYTES = 16;
@@ -41,6 +46,7 @@ const HASH_MULTIPLIER = 0x1e35a7bd;
 const MAX_EXPANSION = 22;
 /** Copies and literals shorter than this are moved byte by byte; longer ones with copyWithin / set. */
 const BULK_COPY_BYTES = 16;
+const NO_TABLE = new Uint16Array(0);
 
 // ---- decoding -------------------------------------------------------------------------------------
 
@@ -87,12 +93,27 @@ function readLittleEndian(src: Uint8Array, at: number, bytes: number): number {
   return value;
 }
 
+/** The kernels in use; tests swap in null to run the portable twins through the framing code. */
+let kernels: SnappyKernels | null = snappyKernels;
+
+/** Runs the framing code on the kernels (the default) or on the TypeScript twins; for tests and benchmarks. */
+export function useSnappyKernels(enabled: boolean): void {
+  kernels = enabled ? snappyKernels : null;
+}
+
 /**
  * Decodes the elements of a raw block in `src[at, end)` into `out[o, o + length)`. Copies may reach back
  * to `o` (the block's own start) and no further. Throws DecodeError unless the elements produce exactly
  * `length` bytes and use up the input.
  */
 function decodeElements(src: Uint8Array, at: number, end: number, out: Uint8Array, o: number, length: number): void {
+  // The kernel says only that the elements are malformed; the twin says why (and throws).
+  if (kernels !== null && kernels.decodeElements(src, at, end, out, o, length)) return;
+  decodeElementsPortable(src, at, end, out, o, length);
+}
+
+/** decodeElements in TypeScript: the kernel's reference twin. */
+export function decodeElementsPortable(src: Uint8Array, at: number, end: number, out: Uint8Array, o: number, length: number): void {
   const blockStart = o;
   const outEnd = o + length;
   while (at < end) {
@@ -162,8 +183,9 @@ export function snappyDecompressBlock(src: Uint8Array, maxBytes: number): Uint8A
 /**
  * Decodes snappy data as Kafka clients write it: xerial-framed when it starts with the xerial magic,
  * else one raw block. Throws DecodeError on corrupt input or when the result would exceed `maxBytes`.
+ * With a scratch, xerial data is decoded into its buffer (lz4.ts, DecompressScratch).
  */
-export function snappyDecompress(data: Uint8Array, maxBytes: number): Uint8Array {
+export function snappyDecompress(data: Uint8Array, maxBytes: number, scratch?: DecompressScratch): Uint8Array {
   if (!hasXerialHeader(data)) return snappyDecompressBlock(data, maxBytes);
   // First pass: every chunk's bounds and declared length, so the output is allocated once, at its size.
   const chunks: { start: number; end: number; at: number; length: number }[] = [];
@@ -181,7 +203,13 @@ export function snappyDecompress(data: Uint8Array, maxBytes: number): Uint8Array
     total += header.length;
     at += size;
   }
-  const out = new Uint8Array(total);
+  let out: Uint8Array;
+  if (scratch === undefined) out = new Uint8Array(total);
+  else {
+    // Every byte of [0, total) is written by the chunks' elements, or the data is refused.
+    if (scratch.bytes.length < total) scratch.bytes = new Uint8Array(total);
+    out = scratch.bytes.subarray(0, total);
+  }
   let o = 0;
   for (const chunk of chunks) {
     decodeElements(data, chunk.at, chunk.end, out, o, chunk.length);
@@ -269,9 +297,16 @@ function emitCopy(out: Uint8Array, o: number, offset: number, length: number): n
 
 /**
  * Compresses `src[start, end)` (at most one fragment) into `out` from `o`; returns the new end. `table`
- * holds fragment-relative positions of 4-byte sequences by hash and is cleared here for `bits` bits.
+ * (for the twin only; the kernel has its own) holds fragment-relative positions of 4-byte sequences by
+ * hash and is cleared here for `bits` bits.
  */
 function compressFragment(src: Uint8Array, start: number, end: number, out: Uint8Array, o: number, table: Uint16Array): number {
+  if (kernels !== null) return kernels.compressFragment(src, start, end, out, o);
+  return compressFragmentPortable(src, start, end, out, o, table);
+}
+
+/** compressFragment in TypeScript: the kernel's reference twin. */
+export function compressFragmentPortable(src: Uint8Array, start: number, end: number, out: Uint8Array, o: number, table: Uint16Array): number {
   const length = end - start;
   let bits = MIN_HASH_BITS;
   while (bits < MAX_HASH_BITS && 1 << bits < length) bits++;
@@ -335,7 +370,8 @@ function compressBlockInto(src: Uint8Array, start: number, end: number, out: Uin
 /** One raw snappy block (no framing), as librdkafka and franz-go write it. */
 export function snappyCompressBlock(data: Uint8Array): Uint8Array {
   const out = new Uint8Array(snappyMaxCompressedLength(data.length));
-  const table = new Uint16Array(1 << MAX_HASH_BITS);
+  // Only the portable twin uses a table; the kernel has its own.
+  const table = kernels === null ? new Uint16Array(1 << MAX_HASH_BITS) : NO_TABLE;
   return out.subarray(0, compressBlockInto(data, 0, data.length, out, 0, table));
 }
 
@@ -348,7 +384,8 @@ export function snappyCompress(data: Uint8Array): Uint8Array {
   out.set(XERIAL_MAGIC, 0);
   writeInt32BE(out, 8, XERIAL_VERSION);
   writeInt32BE(out, 12, XERIAL_COMPATIBLE_VERSION);
-  const table = new Uint16Array(1 << MAX_HASH_BITS);
+  // Only the portable twin uses a table; the kernel has its own.
+  const table = kernels === null ? new Uint16Array(1 << MAX_HASH_BITS) : NO_TABLE;
   let o = XERIAL_HEADER_BYTES;
   for (let at = 0; at < data.length; at += XERIAL_CHUNK_BYTES) {
     const blockStart = o + 4;

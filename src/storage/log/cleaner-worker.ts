@@ -90,11 +90,11 @@ class SegmentFilesLog implements CleanableLog {
     return this.segments.map((s) => ({ ...s }));
   }
 
-  async readSegmentBytes(baseOffset: number, position: number, length: number): Promise<Uint8Array> {
+  async readSegmentBytes(baseOffset: number, position: number, length: number, into: Uint8Array): Promise<Uint8Array> {
     const segment = this.segments.find((s) => s.baseOffset === baseOffset);
     if (segment === undefined) throw new RangeError(`no inactive segment based at ${baseOffset} in ${this.dir}`);
     const want = Math.max(0, Math.min(length, segment.sizeBytes - position));
-    const bytes = new Uint8Array(want);
+    const bytes = into.subarray(0, want);
     const fd = this.fileOf(baseOffset);
     let total = 0;
     // A blocking read: this thread has nothing else to do while it waits for the page cache or the disk.

@@ -476,11 +476,24 @@ export class PartitionLog {
   }
 
   /** Up to `length` bytes at `position` of the inactive segment based at `baseOffset`. */
-  async readSegmentBytes(baseOffset: number, position: number, length: number): Promise<Uint8Array> {
+  /** Up to `length` bytes at `position` of an inactive segment, read into `into` (CleanableLog). */
+  async readSegmentBytes(baseOffset: number, position: number, length: number, into: Uint8Array): Promise<Uint8Array> {
     const segment = this.inactiveSegment(baseOffset);
     const handle = await this.handles.acquire(segment);
     try {
-      return await handle.read(Math.min(length, segment.sizeBytes - position), position);
+      const want = Math.max(0, Math.min(length, segment.sizeBytes - position));
+      if (handle.readInto === undefined) {
+        const bytes = await handle.read(want, position);
+        into.set(bytes);
+        return into.subarray(0, bytes.length);
+      }
+      let total = 0;
+      while (total < want) {
+        const read = await handle.readInto(into.subarray(total, want), position + total);
+        if (read === 0) break;
+        total += read;
+      }
+      return into.subarray(0, total);
     } finally {
       this.handles.release(segment);
     }

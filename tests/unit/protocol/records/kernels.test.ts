@@ -1,13 +1,22 @@
 /**
- * The WebAssembly LZ4 kernels against their TypeScript twins (src/protocol/records/kernels.ts, lz4.ts):
- * the same compressed bytes, the same decoded bytes, the same verdict on hostile blocks, and the
- * committed module built from the kernel sources as they are.
+ * The WebAssembly kernels (LZ4 and snappy) against their TypeScript twins (src/protocol/records/kernels.ts,
+ * lz4.ts, snappy.ts): the same compressed bytes, the same decoded bytes, the same verdict on hostile
+ * input, and the committed module built from the kernel sources as they are.
  */
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { DecodeError } from "../../../../src/errors/errors.ts";
 import { KERNELS_SOURCE_SHA256 } from "../../../../src/protocol/records/generated/kernels-wasm.ts";
-import { KERNEL_MALFORMED, lz4Kernels } from "../../../../src/protocol/records/kernels.ts";
+import { KERNEL_MALFORMED, lz4Kernels, snappyKernels } from "../../../../src/protocol/records/kernels.ts";
+import {
+  compressFragmentPortable,
+  decodeElementsPortable,
+  snappyCompress,
+  snappyCompressBlock,
+  snappyDecompress,
+  snappyMaxCompressedLength,
+  useSnappyKernels,
+} from "../../../../src/protocol/records/snappy.ts";
 import {
   LZ4_OUTPUT_LIMIT,
   lz4Compress,
@@ -194,6 +203,129 @@ describe("lz4 kernels", () => {
       const kernelFrame = lz4Compress(input);
       expect(Buffer.compare(kernelFrame, portableFrame)).toBe(0);
       expect(Buffer.compare(lz4Decompress(kernelFrame, 1 << 20), input)).toBe(0);
+    }
+  });
+});
+
+describe("snappy kernels", () => {
+  const snappy = snappyKernels!;
+  /** Fragments as the compressor cuts them: at most 64 KiB. */
+  const fragments = (): Uint8Array[] => inputs().filter((i) => i.length <= 65536);
+
+  function compressFragmentKernel(src: Uint8Array): Uint8Array {
+    const out = new Uint8Array(snappyMaxCompressedLength(src.length) + 10).fill(0xee);
+    const end = snappy.compressFragment(src, 0, src.length, out, 5);
+    expect(out.subarray(0, 5).every((b) => b === 0xee)).toBe(true);
+    expect(out.subarray(end).every((b) => b === 0xee)).toBe(true);
+    return out.subarray(5, end);
+  }
+
+  function compressFragmentTwin(src: Uint8Array): Uint8Array {
+    const out = new Uint8Array(snappyMaxCompressedLength(src.length));
+    return out.subarray(0, compressFragmentPortable(src, 0, src.length, out, 0, new Uint16Array(1 << 14)));
+  }
+
+  type SnappyVerdict = { kind: "ok"; bytes: Uint8Array } | { kind: "malformed" };
+
+  function decodeTwin(elements: Uint8Array, length: number): SnappyVerdict {
+    const out = new Uint8Array(length + 3);
+    try {
+      decodeElementsPortable(elements, 0, elements.length, out, 3, length);
+      return { kind: "ok", bytes: out.slice(3, 3 + length) };
+    } catch (error) {
+      expect(error).toBeInstanceOf(DecodeError);
+      return { kind: "malformed" };
+    }
+  }
+
+  function decodeKernel(elements: Uint8Array, length: number): SnappyVerdict {
+    const out = new Uint8Array(length + 3 + 20).fill(0xee);
+    if (!snappy.decodeElements(elements, 0, elements.length, out, 3, length)) return { kind: "malformed" };
+    // Nothing outside [3, 3 + length) is touched.
+    expect(out.subarray(0, 3).every((b) => b === 0xee)).toBe(true);
+    expect(out.subarray(3 + length).every((b) => b === 0xee)).toBe(true);
+    return { kind: "ok", bytes: out.slice(3, 3 + length) };
+  }
+
+  test("the kernels instantiate under Bun", () => {
+    expect(snappyKernels).not.toBeNull();
+  });
+
+  test("the fragment compressor writes exactly the bytes of its twin", () => {
+    for (const input of fragments()) {
+      expect(Buffer.compare(compressFragmentKernel(input), compressFragmentTwin(input))).toBe(0);
+    }
+  });
+
+  test("the element decoder gives back every input, as its twin does", () => {
+    for (const input of fragments()) {
+      const elements = compressFragmentTwin(input);
+      const twin = decodeTwin(elements, input.length);
+      expect(twin).toEqual({ kind: "ok", bytes: input });
+      expect(decodeKernel(elements, input.length)).toEqual(twin);
+    }
+  });
+
+  test("hostile elements: flipped bytes, cut input, wrong lengths and long literals get the twin's verdict", () => {
+    const random = prng(17);
+    const sources = fragments().filter((i) => i.length > 0);
+    let malformed = 0;
+    for (let k = 0; k < 3000; k++) {
+      const input = sources[random(sources.length)]!;
+      let elements = compressFragmentTwin(input).slice();
+      let length = input.length;
+      const mutation = random(4);
+      if (mutation === 0) {
+        for (let f = 0; f < 1 + random(4); f++) elements[random(elements.length)] = random(256);
+      } else if (mutation === 1) {
+        elements = elements.subarray(0, random(elements.length));
+      } else if (mutation === 2) {
+        length = Math.max(0, length + random(9) - 4);
+      } else {
+        // A literal whose length takes 1-4 extra bytes, up to 2^32 - 1, before the elements.
+        const extra = 1 + random(4);
+        const literal = [(59 + extra) << 2];
+        for (let i = 0; i < extra; i++) literal.push(random(4) === 0 ? 0xff : random(256));
+        const joined = new Uint8Array(literal.length + elements.length);
+        joined.set(literal, 0);
+        joined.set(elements, literal.length);
+        elements = joined;
+      }
+      const twin = decodeTwin(elements, length);
+      expect(decodeKernel(elements, length)).toEqual(twin);
+      if (twin.kind === "malformed") malformed++;
+    }
+    expect(malformed).toBeGreaterThan(1000);
+  });
+
+  test("copies closer than 8 bytes and copies reaching before the block", () => {
+    // A literal "ab", then copies at offsets 1..9 of 4..64 bytes, some reaching too far back.
+    const random = prng(19);
+    for (let k = 0; k < 500; k++) {
+      const elements: number[] = [1 << 2, 97, 98];
+      let produced = 2;
+      for (let c = 0; c < 1 + random(6); c++) {
+        const length = 4 + random(61);
+        const offset = 1 + random(random(8) === 0 ? produced + 2 : Math.min(produced, 9));
+        elements.push(((length - 1) << 2) | 2, offset & 0xff, offset >>> 8);
+        produced += length;
+      }
+      const bytes = Uint8Array.from(elements);
+      expect(decodeKernel(bytes, produced)).toEqual(decodeTwin(bytes, produced));
+    }
+  });
+
+  test("xerial streams and raw blocks decode and encode the same with the kernels and with the twins", () => {
+    for (const input of inputs()) {
+      useSnappyKernels(false);
+      const portableStream = snappyCompress(input);
+      const portableBlock = snappyCompressBlock(input);
+      useSnappyKernels(true);
+      const kernelStream = snappyCompress(input);
+      expect(Buffer.compare(kernelStream, portableStream)).toBe(0);
+      expect(Buffer.compare(snappyCompressBlock(input), portableBlock)).toBe(0);
+      expect(Buffer.compare(snappyDecompress(kernelStream, 1 << 20), input)).toBe(0);
+      expect(Buffer.compare(snappyDecompress(portableBlock, 1 << 20), input)).toBe(0);
     }
   });
 });
