@@ -38,7 +38,7 @@ import { errorInfoByCode } from "../errors/generated/error-codes.ts";
 import { MarkerQueue, markerQueueDir } from "../storage/marker-queue.ts";
 import type { Partition } from "../storage/partition.ts";
 import type { TopicRecord } from "../storage/topic-store.ts";
-import { lz4Kernels } from "../protocol/records/kernels.ts";
+import { lz4Kernels, snappyKernels } from "../protocol/records/kernels.ts";
 import { type BrokerMetrics, PrometheusWriter } from "./metrics.ts";
 import { mechanismsServed } from "../broker/sasl-authenticator.ts";
 import { resolveListeners } from "../broker/listener-config.ts";
@@ -459,7 +459,7 @@ export class BrokerQueryPorts implements HttpQueryPorts {
     const { services } = this.opts.broker;
     const readiness = await this.readiness();
     out.family("bunka_build_info", "gauge", "Always 1; the labels name the build.");
-    out.sample("bunka_build_info", { version: this.opts.version, lz4_kernel: lz4Kernels === null ? "typescript" : "wasm" }, 1);
+    out.sample("bunka_build_info", { version: this.opts.version, lz4_kernel: lz4Kernels === null ? "typescript" : "wasm", snappy_kernel: snappyKernels === null ? "typescript" : "wasm" }, 1);
     out.family("bunka_start_time_seconds", "gauge", "When this broker process started, in seconds since the epoch.");
     out.sample("bunka_start_time_seconds", undefined, this.opts.startedAtMs / 1000);
     out.family("bunka_ready", "gauge", "1 when GET /ready answers 200, else 0.");

@@ -90,7 +90,7 @@ describe.skipIf(!CAN_RUN_BINARY)(`binary (${HOST_TARGET}) HTTP side-port`, () =>
       expect(metrics.status).toBe(200);
       expect(metrics.headers.get("content-type")).toStartWith("text/plain; version=0.0.4");
       const text = await metrics.text();
-      expect(text).toContain(`bunka_build_info{version="${pkg.version}",lz4_kernel="wasm"} 1`);
+      expect(text).toContain(`bunka_build_info{version="${pkg.version}",lz4_kernel="wasm",snappy_kernel="wasm"} 1`);
       expect(text).toContain("bunka_ready 1");
       // Creating the cluster metadata at start-up fsynced files and directories through the timed Fs.
       expect(Number(text.match(/^bunka_fsync_duration_seconds_count\{kind="dir"\} (\d+)$/m)?.[1])).toBeGreaterThan(0);

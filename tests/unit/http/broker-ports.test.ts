@@ -184,7 +184,7 @@ describe("BrokerQueryPorts", () => {
     const text = await ports.metrics();
     expect(text.endsWith("\n")).toBe(true);
     for (const line of [
-      'bunka_build_info{version="0.0.0-test",lz4_kernel="wasm"} 1',
+      'bunka_build_info{version="0.0.0-test",lz4_kernel="wasm",snappy_kernel="wasm"} 1',
       "bunka_ready 1",
       "bunka_connections 4",
       'bunka_requests_total{api_key="18",api="ApiVersions",api_version="0"} 1',
