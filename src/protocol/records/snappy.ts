@@ -47,6 +47,8 @@ const MAX_EXPANSION = 22;
 /** Copies and literals shorter than this are moved byte by byte; longer ones with copyWithin / set. */
 const BULK_COPY_BYTES = 16;
 const NO_TABLE = new Uint16Array(0);
+/** The largest block the kernel decodes (xerial chunks are 64 KiB; librdkafka's raw blocks are its batches). */
+export const KERNEL_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
 
 // ---- decoding -------------------------------------------------------------------------------------
 
@@ -107,8 +109,10 @@ export function useSnappyKernels(enabled: boolean): void {
  * `length` bytes and use up the input.
  */
 function decodeElements(src: Uint8Array, at: number, end: number, out: Uint8Array, o: number, length: number): void {
-  // The kernel says only that the elements are malformed; the twin says why (and throws).
-  if (kernels !== null && kernels.decodeElements(src, at, end, out, o, length)) return;
+  // The kernel says only that the elements are malformed; the twin says why (and throws). A block larger
+  // than KERNEL_MAX_OUTPUT_BYTES goes to the twin: the kernel's memory never shrinks, and a raw block may
+  // declare up to the caller's limit.
+  if (kernels !== null && length <= KERNEL_MAX_OUTPUT_BYTES && kernels.decodeElements(src, at, end, out, o, length)) return;
   decodeElementsPortable(src, at, end, out, o, length);
 }
 

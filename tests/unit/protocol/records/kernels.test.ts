@@ -11,6 +11,7 @@ import { KERNEL_MALFORMED, lz4Kernels, snappyKernels } from "../../../../src/pro
 import {
   compressFragmentPortable,
   decodeElementsPortable,
+  KERNEL_MAX_OUTPUT_BYTES,
   snappyCompress,
   snappyCompressBlock,
   snappyDecompress,
@@ -313,6 +314,15 @@ describe("snappy kernels", () => {
       const bytes = Uint8Array.from(elements);
       expect(decodeKernel(bytes, produced)).toEqual(decodeTwin(bytes, produced));
     }
+  });
+
+  test("a raw block above the kernel's limit (KERNEL_MAX_OUTPUT_BYTES) decodes to the same bytes", () => {
+    const random = prng(23);
+    let text = "";
+    while (text.length < KERNEL_MAX_OUTPUT_BYTES + 1000) text += WORDS[random(WORDS.length)] + " ";
+    const input = new TextEncoder().encode(text);
+    const block = snappyCompressBlock(input);
+    expect(Buffer.compare(snappyDecompress(block, 64 << 20), input)).toBe(0);
   });
 
   test("xerial streams and raw blocks decode and encode the same with the kernels and with the twins", () => {
