@@ -12,7 +12,7 @@
  *   await killJvmApps(); await target.stop();          // afterAll
  */
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { DEFAULT_CLEANER_CONFIG } from "../../src/domain/cleaner-config.ts";
 import { ErrorCode } from "../../src/errors/generated/error-codes.ts";
 import { ZERO_UUID } from "../../src/protocol/codec-support.ts";
@@ -189,13 +189,34 @@ export class JvmApp {
     return await this.exited;
   }
 
-  /** The exit code after `signal`; SIGKILLed (and then undefined) when it takes longer than `timeoutMs`. */
+  /**
+   * The exit code after `signal`; SIGKILLed (and then undefined) when it takes longer than `timeoutMs`,
+   * after its threads' stacks were taken (`threadDump`, for the failure's message).
+   */
   async stop(signal: NodeJS.Signals, timeoutMs: number): Promise<number | undefined> {
     if (this.exitCode === null) this.proc.kill(signal);
-    const timer = setTimeout(() => this.proc.kill("SIGKILL"), timeoutMs);
+    const timer = setTimeout(() => {
+      void this.dumpThreads().finally(() => this.proc.kill("SIGKILL"));
+    }, timeoutMs);
     const code = await this.exited;
     clearTimeout(timer);
     return this.proc.signalCode === "SIGKILL" ? undefined : code;
+  }
+
+  /** The JVM's thread stacks (jcmd Thread.print) when `stop` had to SIGKILL it, else empty. */
+  threadDump = "";
+
+  private async dumpThreads(): Promise<void> {
+    const jcmd = join(dirname(javaBin()), "jcmd");
+    try {
+      const proc = Bun.spawn([existsSync(jcmd) ? jcmd : "jcmd", String(this.proc.pid), "Thread.print"], { stdout: "pipe", stderr: "pipe" });
+      const killer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+      const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+      clearTimeout(killer);
+      this.threadDump = `--- ${this.label} threads (jcmd Thread.print) ---\n${out}${err}`;
+    } catch (error) {
+      this.threadDump = `--- ${this.label}: jcmd failed: ${error instanceof Error ? error.message : String(error)}`;
+    }
   }
 
   diagnostics(lines = 20): string {
