@@ -44,8 +44,8 @@ export type OpenMode =
 export interface OpenOptions {
   /**
    * fsync this file on its own and at once, never in a batch of fsyncs (batched-sync.ts): for the small
-   * files a client's request waits on, the transaction coordinator's journals, whose fsync would otherwise
-   * wait behind a running syncfs that writes out the segments' pages too. The guarantee is the same.
+   * files a client's request waits on, the coordinators' journals, whose fsync would otherwise wait
+   * behind a running syncfs that writes out the segments' pages too. The guarantee is the same.
    */
   syncAlone?: boolean;
 }
