@@ -17,8 +17,8 @@
  * this format at once (`JournalFile.reset`, then a fold).
  *
  * Durability and failures:
- * - `append` writes a record at the end of the valid content and fsyncs it (on its own rather than in a
- *   batch of fsyncs with `syncAlone`, fs.ts); the first append of this process also fsyncs the directory,
+ * - `append` writes a record at the end of the valid content and fsyncs it, on its own rather than in a
+ *   batch of fsyncs (fs.ts, `syncAlone`); the first append of this process also fsyncs the directory,
  *   because even an existing journal's name may not be durable yet (a previous process may have exited
  *   before fsyncing it).
  * - A failed fsync is fatal (FatalError): nobody knows what is on disk. A failed write is an ordinary
@@ -302,17 +302,12 @@ export class JournalFile {
   private lastLineOf: Uint8Array | undefined;
 
   /** `contents`: what `readJournal` returned (nothing: a journal not read, taken for absent). */
-  /**
-   * @param options.syncAlone fsync each append on its own (fs.ts, OpenOptions), for a journal whose appends a
-   * client's request waits on and of which few are written at a time (the transaction coordinator's)
-   */
   constructor(
     private readonly fs: Fs,
     private readonly dir: string,
     readonly path: string,
     readonly format: string,
     contents?: JournalContents,
-    private readonly options: { syncAlone?: boolean } = {},
   ) {
     this.validBytes = contents?.bytes ?? 0;
     this.headerOf = contents?.header;
@@ -421,7 +416,9 @@ export class JournalFile {
   }
 
   private async opened(): Promise<FileHandle> {
-    this.handle ??= await this.fs.open(this.path, "rw", { syncAlone: this.options.syncAlone === true });
+    // A client's request waits for this fsync (AddPartitionsToTxn, EndTxn, TxnOffsetCommit): on its own it
+    // takes one small flush instead of waiting behind a running syncfs of every segment's pages.
+    this.handle ??= await this.fs.open(this.path, "rw", { syncAlone: true });
     return this.handle;
   }
 }

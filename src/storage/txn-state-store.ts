@@ -92,11 +92,6 @@ import { decodeState, encodeState, loadState } from "./state-file.ts";
 export const TXN_SLOT_FORMAT = "txn-state-slot";
 export const TXN_SLOT_VERSION = 2;
 export const TXN_JOURNAL_FORMAT = "txn-state-journal";
-/**
- * A slot's journal is fsynced on its own at once (fs.ts, OpenOptions.syncAlone): AddPartitionsToTxn and
- * EndTxn wait for it, and in a batch of fsyncs they waited behind a running syncfs of every segment's pages.
- */
-const TXN_JOURNAL_OPTIONS = { syncAlone: true };
 export const TXN_JOURNAL_VERSION = 1;
 export const TXN_SLOT_COUNT_DEFAULT = 50;
 /** The journal is folded into the checkpoint once it exceeds max(this, ratio x checkpoint bytes). */
@@ -273,7 +268,7 @@ export class TxnStateStore {
   private cleanShutdownRemoved: Promise<void> | undefined;
 
   private journalOf(index: number): JournalFile {
-    return new JournalFile(this.fs, this.dir, txnJournalPath(this.dataDir, index), TXN_JOURNAL_FORMAT, undefined, TXN_JOURNAL_OPTIONS);
+    return new JournalFile(this.fs, this.dir, txnJournalPath(this.dataDir, index), TXN_JOURNAL_FORMAT);
   }
 
   /** Opens the store under `dataDir`, creating its directory durably. Slots are loaded at first use. */
@@ -783,7 +778,7 @@ export class TxnStateStore {
   private async takeOver(slot: Slot, epoch: number): Promise<void> {
     const generation = slot.generation + 1;
     const checkpointPath = txnSlotPathAt(this.dataDir, slot.index, epoch);
-    const journal = new JournalFile(this.fs, this.dir, txnJournalPathAt(this.dataDir, slot.index, epoch), TXN_JOURNAL_FORMAT, undefined, TXN_JOURNAL_OPTIONS);
+    const journal = new JournalFile(this.fs, this.dir, txnJournalPathAt(this.dataDir, slot.index, epoch), TXN_JOURNAL_FORMAT);
     const body: SlotBody = {
       generation,
       lastSeq: slot.lastSeq,
@@ -863,7 +858,7 @@ export class TxnStateStore {
     slot.lastSeq = lastSeq;
     slot.generation = checkpoint?.generation ?? 0;
     slot.checkpointPath = checkpointPath;
-    slot.journal = new JournalFile(this.fs, this.dir, journalPath, TXN_JOURNAL_FORMAT, contents, TXN_JOURNAL_OPTIONS);
+    slot.journal = new JournalFile(this.fs, this.dir, journalPath, TXN_JOURNAL_FORMAT, contents);
     // A former owner's files stay as they are: the take-over writes the state read as its own files.
     if (from.readOnly) return;
     if (standing === "previous") {
