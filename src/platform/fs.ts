@@ -41,17 +41,8 @@ export type OpenMode =
   /** read and write; created, truncated if present */
   | "w";
 
-export interface OpenOptions {
-  /**
-   * fsync this file on its own and at once, never in a batch of fsyncs (batched-sync.ts): for the small
-   * files a client's request waits on, the coordinators' journals, whose fsync would otherwise wait
-   * behind a running syncfs that writes out the segments' pages too. The guarantee is the same.
-   */
-  syncAlone?: boolean;
-}
-
 export interface Fs {
-  open(path: string, mode: OpenMode, options?: OpenOptions): Promise<FileHandle>;
+  open(path: string, mode: OpenMode): Promise<FileHandle>;
   readFile(path: string): Promise<Uint8Array>;
   rename(from: string, to: string): Promise<void>;
   /** fsyncs a directory so that renames and creations inside it are durable. */

@@ -19,7 +19,7 @@
 import { readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import type { BatchedSync, SyncTarget } from "./batched-sync.ts";
-import type { DiskSpace, FileHandle, FileStat, Fs, OpenMode, OpenOptions } from "./fs.ts";
+import type { DiskSpace, FileHandle, FileStat, Fs, OpenMode } from "./fs.ts";
 
 /** How far back from the end of its own writes a handle reads synchronously (see the header). */
 export const RECENT_WRITE_BYTES = 4 * 1024 * 1024;
@@ -113,7 +113,7 @@ const openFlags: Record<OpenMode, string> = { r: "r", rw: "a+", w: "w+" };
  */
 export function createNodeFs(batched?: BatchedSync): Fs {
   return {
-    async open(path: string, mode: OpenMode, options?: OpenOptions): Promise<FileHandle> {
+    async open(path: string, mode: OpenMode): Promise<FileHandle> {
       // "a+" would force appends to the end on Linux regardless of position; open r+ and create first.
       let handle: fsp.FileHandle;
       if (mode === "rw") {
@@ -138,7 +138,7 @@ export function createNodeFs(batched?: BatchedSync): Fs {
         await handle.close().catch(() => undefined);
         throw error;
       }
-      return new NodeFileHandle(handle, size, dev, options?.syncAlone === true ? undefined : batched);
+      return new NodeFileHandle(handle, size, dev, batched);
     },
     async readFile(path: string): Promise<Uint8Array> {
       return new Uint8Array(await fsp.readFile(path));

@@ -17,10 +17,9 @@
  * this format at once (`JournalFile.reset`, then a fold).
  *
  * Durability and failures:
- * - `append` writes a record at the end of the valid content and fsyncs it, on its own rather than in a
- *   batch of fsyncs (fs.ts, `syncAlone`); the first append of this process also fsyncs the directory,
- *   because even an existing journal's name may not be durable yet (a previous process may have exited
- *   before fsyncing it).
+ * - `append` writes a record at the end of the valid content and fsyncs it; the first append of this
+ *   process also fsyncs the directory, because even an existing journal's name may not be durable yet
+ *   (a previous process may have exited before fsyncing it).
  * - A failed fsync is fatal (FatalError): nobody knows what is on disk. A failed write is an ordinary
  *   error: the record's bytes are cut off again, so that the next record lands on a clean end. If that
  *   cut fails too, it is retried before the next record, and nothing is written until it succeeds: bytes
@@ -416,9 +415,7 @@ export class JournalFile {
   }
 
   private async opened(): Promise<FileHandle> {
-    // A client's request waits for this fsync (AddPartitionsToTxn, EndTxn, TxnOffsetCommit): on its own it
-    // takes one small flush instead of waiting behind a running syncfs of every segment's pages.
-    this.handle ??= await this.fs.open(this.path, "rw", { syncAlone: true });
+    this.handle ??= await this.fs.open(this.path, "rw");
     return this.handle;
   }
 }

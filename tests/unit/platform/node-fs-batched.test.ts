@@ -47,37 +47,6 @@ describe("the real file system with batched fsyncs", () => {
     expect(readFileSync(join(dir, "a"), "utf8")).toBe("xy");
   });
 
-  test("a file opened with syncAlone is fsynced at once, on its own, while a syncfs is still running", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "bunka-batched-"));
-    dirs.push(dir);
-    let release!: () => void;
-    const running = new Promise<void>((resolve) => (release = resolve));
-    const syncer: FilesystemSyncer & { calls: number } = {
-      dev: statSync(dir).dev,
-      calls: 0,
-      async syncAll() {
-        this.calls += 1;
-        await running;
-      },
-    };
-    const batches: [string, number][] = [];
-    const fs = createNodeFs(new BatchedSync({ syncer, minFilesForSyncfs: 3, onBatch: (m, n) => batches.push([m, n]) }));
-    const batched = await Promise.all(["a", "b", "c"].map((name) => fs.open(join(dir, name), "rw")));
-    const journal = await fs.open(join(dir, "journal"), "rw", { syncAlone: true });
-    for (const handle of [...batched, journal]) await handle.write(new TextEncoder().encode("x"));
-    let batchedDone = false;
-    const batchedSynced = Promise.all(batched.map((h) => h.fsync())).then(() => (batchedDone = true));
-    // The batch starts at the end of the turn.
-    while (syncer.calls === 0) await new Promise((resolve) => setImmediate(resolve));
-    await journal.fsync();
-    // The journal's fsync neither waited for the running syncfs nor joined a batch.
-    expect(batchedDone).toBe(false);
-    expect(batches).toEqual([["syncfs", 3]]);
-    release();
-    await batchedSynced;
-    for (const handle of [...batched, journal]) await handle.close();
-  });
-
   test("close() waits for an fsync that is still waiting for its batch", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bunka-batched-"));
     dirs.push(dir);
