@@ -97,14 +97,6 @@ export class RecordScan {
     if (cursor.at !== section.length) throw new DecodeError(`${section.length - cursor.at} bytes after the last of ${count} records`);
   }
 
-  /** Record i's key (a view into the section), or null. */
-  key(i: number): Uint8Array | null {
-    const length = this.keyLengths[i]!;
-    if (length < 0) return null;
-    const start = this.keyStarts[i]!;
-    return this.section.subarray(start, start + length);
-  }
-
   private reserve(count: number): void {
     if (count <= this.offsets.length) return;
     let capacity = this.offsets.length;

@@ -75,7 +75,9 @@ describe("RecordScan", () => {
       decoded.forEach((record, i) => {
         expect(scan.offsets[i]).toBe(record.offset);
         expect(scan.timestampsMs[i]).toBe(record.timestampMs);
-        expect(scan.key(i)).toEqual(record.key);
+        const keyLength = scan.keyLengths[i]!;
+        const key = keyLength < 0 ? null : scan.section.subarray(scan.keyStarts[i]!, scan.keyStarts[i]! + keyLength);
+        expect(key).toEqual(record.key);
         expect(scan.valueNull[i]).toBe(record.value === null ? 1 : 0);
         expect((scan.attributes[i]! << 24) >> 24).toBe(record.attributes);
       });
