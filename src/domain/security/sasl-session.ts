@@ -209,7 +209,9 @@ export class SaslSession {
           // "" rather than null on success, as Apache's response data default sends it.
           return { response: { errorCode: ErrorCode.NONE, errorMessage: "", authBytes: step.token, sessionLifetimeMs: 0 }, close: false };
         }
-        const lifetimeMs = step.authenticated.expiresAtMs === undefined ? 0 : step.authenticated.expiresAtMs - nowMs;
+        // Rounded: the clock is fractional, and (now + max) - now can come out a hair below max in floating
+        // point, which the int64 field would truncate to max - 1 (Apache answers max exactly).
+        const lifetimeMs = step.authenticated.expiresAtMs === undefined ? 0 : Math.round(step.authenticated.expiresAtMs - nowMs);
         return {
           response: { errorCode: ErrorCode.NONE, errorMessage: "", authBytes: step.token, sessionLifetimeMs: lifetimeMs },
           close: false,
