@@ -83,6 +83,7 @@ const figures = [
   `faults: ${Object.entries(run.faults)
     .map(([k, n]) => `${k} ${n}`)
     .join(", ")} (client crashes inside a transaction: ${run.clientCrashesMidTxn}; broker restarts took ${run.brokerRestartMs.map((ms) => `${ms} ms`).join(", ") || "-"}${brokers > 1 ? `; brokers hit: ${run.brokerVictims.join(",") || "-"}` : ""})`,
+  `final read: waited ${run.finalSettled?.waitedMs ?? "-"} ms for markers on their way (open at first: ${run.finalSettled?.openAtFirst.map((o) => `${o.topic}/${o.partition} ${o.stable}<${o.high}`).join(", ") || "none"})`,
   `anomalies: ${ANOMALY_KINDS.map((k) => `${k} ${run.result.counts[k]}`).join(", ")}`,
 ];
 console.log(figures.join("\n"));

@@ -20,9 +20,13 @@
  * client back-off. The hold is bounded (`completionHoldMaxMs`): past it the request is answered
  * CONCURRENT_TRANSACTIONS. read_committed consumers see nothing before the markers are durable.
  * Every step is idempotent. A step that fails retriably leaves the entry in Prepare*; requests about the id
- * meanwhile try to finish it first and get CONCURRENT_TRANSACTIONS if they cannot, and the reconcile pass
- * (every 10 s) drives it on. A FatalError (a failed fsync) is never caught: the process exits and start-up
- * recovery finishes the work.
+ * meanwhile try to finish it first and get CONCURRENT_TRANSACTIONS if they cannot, the id is tried again on a
+ * backoff of its own (`retrySoon`: 50 ms doubling to 1 s, for as long as it is decided and owned here), and
+ * the reconcile pass (every 10 s) stays the fallback. The backoff matters because until its markers land a
+ * transaction holds its partitions' LSO, so every read_committed consumer of them waits with it: a marker
+ * refused while its partition changes leader must not wait for the next pass, or for a next request that
+ * a producer that has stopped never sends (Apache's marker channel retries on its own backoff too). A
+ * FatalError (a failed fsync) is never caught: the process exits and start-up recovery finishes the work.
  *
  * Start-up: every slot is loaded (a corrupt slot fails the start), and the entries found in Prepare* are
  * driven to completion before any transactional request is answered (COORDINATOR_LOAD_IN_PROGRESS until
@@ -113,6 +117,7 @@ import type { TransactionVerifier } from "../domain/txn/verifier.ts";
 import { FatalError } from "../errors/errors.ts";
 import { ErrorCode } from "../errors/generated/error-codes.ts";
 import type { Clock } from "../platform/clock.ts";
+import { systemTimers, type Timers } from "../platform/timers.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
 import type { AllocateResult } from "../storage/producer-id-store.ts";
@@ -208,6 +213,13 @@ export interface TxnCoordinatorOptions {
 export const TXN_COMPLETION_HOLD_MAX_MS = 5_000;
 
 /**
+ * The backoff of `retrySoon`: the first try again of a decided transaction whose effects failed retriably,
+ * doubling up to the longest. A leader change takes a lease's time at most, so a second is plenty between
+ * tries, and far less than the reconcile pass's 10 s that read_committed consumers would wait otherwise.
+ */
+export const TXN_RETRY_BACKOFF_MS = { firstMs: 50, maxMs: 1_000 } as const;
+
+/**
  * The steps of an answered EndTxn, in order (docs/architecture.md, "Transactions and idempotence"): `prepare`
  * from taking the id's lock until Prepare* is durable, `offsets` the offset hook (only when groups were
  * added), `markers` until every self-led marker is durable and every peer-led one queued, `complete` until
@@ -233,6 +245,11 @@ export interface TxnCoordinatorDeps {
   fenceLog: { append(fence: { producerId: number; epoch: number; timestampMs: number }): Promise<void> };
   markerQueue: { enqueue(brokerId: number, markers: QueuedMarkers, viaBroker?: number): Promise<string> } & Partial<Pick<MarkerQueue, "filesOf" | "read" | "remove">>;
   clock: Clock;
+  /**
+   * The timers of `retrySoon` (systemTimers by default; a test's manual timers make each backoff a step).
+   * Given, they run even with `options.timers` false.
+   */
+  backoffTimers?: Timers;
   log: Logger;
   options: TxnCoordinatorOptions;
   /** Called with a FatalError met in the background (default: rethrown out of any request, so the process exits). */
@@ -333,6 +350,8 @@ export class TxnCoordinator {
    * written again, which is harmless.
    */
   private readonly markersDone = new Map<string, { key: string; partitions: Set<string>; queued: boolean }>();
+  /** The ids waiting for a `retrySoon` attempt, with what cancels its timer. */
+  private readonly retryTimers = new Map<string, () => void>();
   /** Complete* writes applied in memory and not yet durable, by id (see `complete`). */
   private readonly completing = new Map<string, Promise<void>>();
   private recovery: Promise<void> | undefined;
@@ -425,7 +444,7 @@ export class TxnCoordinator {
     } finally {
       // Whatever could not be completed stays in Prepare* (answered CONCURRENT_TRANSACTIONS) for the
       // reconcile pass; the coordinator serves everything else.
-      if (left > 0) this.deps.log.warn("some decided transactions could not be completed yet; they are retried every 10 s", { count: left });
+      if (left > 0) this.deps.log.warn("some decided transactions could not be completed yet; they are retried in the background", { count: left });
       this.ready = true;
     }
   }
@@ -443,7 +462,10 @@ export class TxnCoordinator {
         this.deps.log.warn(failureMessage, { transactionalId: id, error: String(error) });
         return false;
       });
-      if (!done) left += 1;
+      if (!done) {
+        left += 1;
+        this.retrySoon(id);
+      }
     }
     return left;
   }
@@ -480,6 +502,8 @@ export class TxnCoordinator {
     for (const resolve of this.appliedWaiters) resolve();
     this.appliedWaiters.clear();
     for (const timer of this.timers) clearInterval(timer);
+    for (const cancel of this.retryTimers.values()) cancel();
+    this.retryTimers.clear();
     await this.recovery?.catch(() => undefined);
     await Promise.all([...this.passes]).catch(() => undefined);
     await this.settled();
@@ -505,7 +529,7 @@ export class TxnCoordinator {
     const decided = entries.filter((entry) => isPrepare(entry.state)).map((entry) => entry.transactionalId).sort();
     const left = await this.completeDecided(decided, "completing a decided transaction of a slot taken over failed");
     if (this.closed) return;
-    if (left > 0) this.deps.log.warn("some decided transactions of a slot taken over could not be completed yet; they are retried every 10 s", { slot, count: left });
+    if (left > 0) this.deps.log.warn("some decided transactions of a slot taken over could not be completed yet; they are retried in the background", { slot, count: left });
     this.loadedSlots.add(slot);
   }
 
@@ -682,6 +706,7 @@ export class TxnCoordinator {
             transactionalId: id,
             state: decision.entry.state,
           });
+          this.retrySoon(id);
         }
       });
       work.catch((error: unknown) => (answered ? this.background(error) : reject(error)));
@@ -857,7 +882,7 @@ export class TxnCoordinator {
         if (!decision.write) return;
         aborted += 1;
         this.deps.log.info("aborting a timed-out transaction", { transactionalId: id, producerId: found.producerId, epoch: decision.entry?.epoch });
-        await this.carryOut(id, decision);
+        if (!(await this.carryOut(id, decision))) this.retrySoon(id);
       });
     }
     return aborted;
@@ -871,6 +896,7 @@ export class TxnCoordinator {
       if (this.closed) break;
       if (this.locks.has(id) || !this.owns(id)) continue; // a request about it is finishing it
       if (await this.locked(id, async () => this.owns(id) && (await this.finish(id)))) completed += 1;
+      else this.retrySoon(id);
     }
     return completed;
   }
@@ -1035,6 +1061,36 @@ export class TxnCoordinator {
    */
   private async retryUnfinished(id: string): Promise<void> {
     if (this.unfinished.has(id)) await this.finish(id);
+  }
+
+  /**
+   * Tries the id's decided transaction again after `delayMs`, under its lock, and again on a doubling
+   * backoff while it stays unfinished (see the class comment). Does nothing once the id is completed,
+   * handed over or the coordinator closed, or when one attempt is already scheduled; the reconcile pass
+   * stays the fallback. Not with `timers: false` unless `backoffTimers` are given (tests that drive the
+   * passes themselves).
+   */
+  private retrySoon(id: string, delayMs: number = TXN_RETRY_BACKOFF_MS.firstMs): void {
+    const timers = this.deps.backoffTimers ?? (this.deps.options.timers === false ? undefined : systemTimers);
+    if (this.closed || this.retryTimers.has(id) || timers === undefined) return;
+    const cancel = timers.after(delayMs, () => {
+      this.retryTimers.delete(id);
+      if (this.closed || !this.unfinished.has(id) || !this.owns(id)) return;
+      const attempt: Promise<unknown> = this.locked(id, async () => this.owns(id) && (await this.finish(id)))
+        .then(
+          (done) => {
+            if (!done) this.retrySoon(id, Math.min(delayMs * 2, TXN_RETRY_BACKOFF_MS.maxMs));
+          },
+          (error: unknown) => {
+            if (error instanceof FatalError) return this.background(error);
+            this.deps.log.warn("finishing a decided transaction failed; it is retried", { transactionalId: id, error: String(error) });
+            this.retrySoon(id, Math.min(delayMs * 2, TXN_RETRY_BACKOFF_MS.maxMs));
+          },
+        )
+        .finally(() => this.passes.delete(attempt));
+      this.passes.add(attempt);
+    });
+    this.retryTimers.set(id, cancel);
   }
 
   /** Finishes the id's entry if it is in Prepare* (start-up recovery, the reconcile pass). */

@@ -14,6 +14,9 @@
  *   coordinator epoch, so this transaction was ended there by a later decision: superseded, done;
  * - anything else (not the leader, a storage error): retried.
  * A partition whose leader is unknown (-1) is retried too: losing a marker would pin its LSO forever.
+ * What a pass left to retry is looked at again soon, on a backoff (`RETRY_BACKOFF_MS`, doubling up to the
+ * poll interval), not only at the next poll: until its marker lands a transaction holds the partition's LSO,
+ * and the usual cause, a partition changing leader, is over in well under the poll interval.
  *
  * In cluster mode a wake-up (cluster/waker.ts) for this broker polls at once, a broker that markers are
  * handed on to is woken, and so is the coordinator of a file applied in full (it completes the
@@ -33,9 +36,13 @@ import type { Logger } from "../platform/logger.ts";
 import type { MarkerQueue, QueuedMarkers } from "../storage/marker-queue.ts";
 import { slotOf, type Ownership } from "./ownership.ts";
 import type { Waker } from "./waker.ts";
+import { systemTimers, type Timers } from "../platform/timers.ts";
 
 /** How often a broker looks for markers queued for it. */
 export const MARKER_QUEUE_POLL_INTERVAL_MS = 2_000;
+
+/** The first look again at what a pass left to retry, doubling on each pass that leaves some, up to the poll interval. */
+export const RETRY_BACKOFF_MS = 50;
 
 /** Producers whose queued files one poll applies at once (each a few fsyncs, shared when concurrent). */
 const MAX_FILES_AT_ONCE = 64;
@@ -88,6 +95,8 @@ export interface MarkerQueueWatcherDeps {
   waker?: Waker;
   /** Told of each marker made durable here (the remote verifier forgets the producer's answers then). */
   onMarkerWritten?: (topic: string, partition: number, marker: MarkerSpec) => void;
+  /** The retry backoff's timers (systemTimers by default). */
+  timers?: Timers;
 }
 
 export interface MarkerPollResult {
@@ -112,6 +121,9 @@ export class MarkerQueueWatcher {
   private stopWakes: (() => void) | undefined;
   /** A wake-up that came while a poll ran: one more poll after it, for files that poll may have missed. */
   private wokenDuringPoll = false;
+  /** The scheduled look again at what was left to retry (what cancels it), and the delay of the next one. */
+  private retryCancel: (() => void) | undefined;
+  private retryDelayMs = RETRY_BACKOFF_MS;
   /** Per producer (its files' name prefix), the tail of the work on its files: one at a time, in order. */
   private readonly producerTails = new Map<string, Promise<void>>();
 
@@ -140,7 +152,7 @@ export class MarkerQueueWatcher {
 
   /** One pass over the queue (a pass already running is joined, not doubled). */
   poll(): Promise<MarkerPollResult> {
-    this.polling ??= this.pollNow().finally(() => {
+    this.polling ??= this.pollNow().then((result) => this.afterPass(result, true)).finally(() => {
       this.polling = undefined;
       if (this.wokenDuringPoll) {
         this.wokenDuringPoll = false;
@@ -167,6 +179,27 @@ export class MarkerQueueWatcher {
         await this.applyFile(path, result, { requested: true });
       }
     });
+    return this.afterPass(result, false);
+  }
+
+  /**
+   * After a pass (a poll or a request's): something left to retry schedules a look again after the backoff
+   * (one at a time; it doubles while passes keep leaving some, up to the poll interval); a whole poll that
+   * left nothing resets the backoff (a request's pass sees one producer's files only).
+   */
+  private afterPass(result: MarkerPollResult, wholeQueue: boolean): MarkerPollResult {
+    const pollIntervalMs = this.deps.pollIntervalMs ?? MARKER_QUEUE_POLL_INTERVAL_MS;
+    if (result.retried === 0) {
+      if (wholeQueue) this.retryDelayMs = RETRY_BACKOFF_MS;
+      return result;
+    }
+    if (this.stopped || this.retryCancel !== undefined) return result;
+    const delayMs = Math.min(this.retryDelayMs, pollIntervalMs);
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, pollIntervalMs);
+    this.retryCancel = (this.deps.timers ?? systemTimers).after(delayMs, () => {
+      this.retryCancel = undefined;
+      this.wake();
+    });
     return result;
   }
 
@@ -185,6 +218,8 @@ export class MarkerQueueWatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopWakes?.();
+    this.retryCancel?.();
+    this.retryCancel = undefined;
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     await this.polling?.catch(() => undefined);

@@ -51,7 +51,7 @@ test.skipIf(!CAN_RUN_BINARY)(
       sessionTimeoutMs: SESSION_TIMEOUT_MS,
     });
     const s = run.result.stats;
-    const summary = `seed ${SEED}: ${JSON.stringify(s)}; faults ${JSON.stringify(run.faults)}; brokers hit ${run.brokerVictims.join(",")}; restarts ${run.brokerRestartMs.join(",")} ms`;
+    const summary = `seed ${SEED}: ${JSON.stringify(s)}; faults ${JSON.stringify(run.faults)}; brokers hit ${run.brokerVictims.join(",")}; restarts ${run.brokerRestartMs.join(",")} ms; final read settled ${JSON.stringify(run.finalSettled)}`;
     if (!run.result.valid) {
       const kept = join(REPO_ROOT, ".cache", "jepsen", `history-cluster-${SEED}-${Date.now()}.jsonl`);
       mkdirSync(join(REPO_ROOT, ".cache", "jepsen"), { recursive: true });

@@ -53,7 +53,7 @@ test.skipIf(!CAN_RUN_BINARY)(
       }),
     );
     const s = run.result.stats;
-    const summary = `seed ${SEED}: ${JSON.stringify(s)}; faults ${JSON.stringify(run.faults)}`;
+    const summary = `seed ${SEED}: ${JSON.stringify(s)}; faults ${JSON.stringify(run.faults)}; final read settled ${JSON.stringify(run.finalSettled)}`;
     if (!run.result.valid) {
       // Kept in the repository's cache directory (ignored by git), since the temp dir goes.
       const kept = join(REPO_ROOT, ".cache", "jepsen", `history-${SEED}-${Date.now()}.jsonl`);

@@ -148,8 +148,7 @@ public class JepsenWorkload {
       for (String t : topics) for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(t, p));
       consumer.assign(tps);
       consumer.seekToBeginning(tps);
-      // Under read_committed: the last stable offsets. Every writer has ended, so they are the log ends.
-      Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+      Map<TopicPartition, Long> ends = settledEnds(bootstrap, consumer, tps, deadline);
       while (true) {
         boolean reached = true;
         for (TopicPartition tp : tps) if (consumer.position(tp) < ends.get(tp)) reached = false;
@@ -163,6 +162,46 @@ public class JepsenWorkload {
         }
       }
       for (TopicPartition tp : tps) emit("{\"type\":\"final-end\",\"topic\":" + q(tp.topic()) + ",\"partition\":" + tp.partition() + ",\"end\":" + ends.get(tp) + "}");
+    }
+  }
+
+  /**
+   * The ends to read to: the last stable offsets once they equal the high watermarks, that is once no
+   * transaction is open on any partition. Every writer has ended, but a transaction whose EndTxn was answered
+   * may still have its markers on the way (the coordinator answers at the durable decision, as Apache Kafka's
+   * does), and until they land its records lie at or past the LSO. Prints a "final-settled" line with how long
+   * that took and which partitions were open at first; a partition still open at the deadline is printed as
+   * "final-open" and the read fails (exit 3): a marker that never comes is an anomaly, not a wait.
+   */
+  static Map<TopicPartition, Long> settledEnds(String bootstrap, KafkaConsumer<String, String> committed, List<TopicPartition> tps, long deadline) throws Exception {
+    Properties props = clientProps(bootstrap);
+    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    long startedMs = System.currentTimeMillis();
+    List<String> openAtFirst = null;
+    try (KafkaConsumer<String, String> uncommitted = new KafkaConsumer<>(props)) {
+      while (true) {
+        // High watermarks first: a marker landing between the two reads can only make the LSO look later.
+        Map<TopicPartition, Long> high = uncommitted.endOffsets(tps);
+        Map<TopicPartition, Long> stable = committed.endOffsets(tps);
+        List<String> open = new ArrayList<>();
+        for (TopicPartition tp : tps) {
+          if (stable.get(tp) < high.get(tp)) open.add("{\"topic\":" + q(tp.topic()) + ",\"partition\":" + tp.partition() + ",\"stable\":" + stable.get(tp) + ",\"high\":" + high.get(tp) + "}");
+        }
+        if (openAtFirst == null) openAtFirst = open;
+        if (open.isEmpty()) {
+          emit("{\"type\":\"final-settled\",\"waitedMs\":" + (System.currentTimeMillis() - startedMs) + ",\"openAtFirst\":[" + String.join(",", openAtFirst) + "]}");
+          return stable;
+        }
+        if (System.currentTimeMillis() > deadline) {
+          for (String o : open) emit("{\"type\":\"final-open\"," + o.substring(1));
+          System.exit(3);
+        }
+        Thread.sleep(50);
+      }
     }
   }
 

@@ -30,7 +30,7 @@ import { BunkaCluster } from "../bunka-cluster.ts";
 import { LineChild } from "../line-child.ts";
 import { seededRandom } from "../random.ts";
 import { type CheckResult, checkHistory } from "./checker.ts";
-import { type HistoryEvent, type NemesisEvent, type TxnEvent, formatHistory } from "./history.ts";
+import { type FinalSettled, type HistoryEvent, type NemesisEvent, type TxnEvent, formatHistory } from "./history.ts";
 
 export type FaultKind = "broker-kill" | "broker-pause" | "client-crash";
 
@@ -79,6 +79,8 @@ export interface JepsenRun {
   brokerRestartMs: number[];
   /** Which broker each broker fault hit (always 1 with a single broker), in order. */
   brokerVictims: number[];
+  /** How long the final read waited for the last transactions' markers, and which partitions they held open. */
+  finalSettled: FinalSettled | undefined;
 }
 
 /**
@@ -347,7 +349,8 @@ export async function runJepsen(opts: JepsenOptions): Promise<JepsenRun> {
     const historyFile = join(opts.workDir, "history.jsonl");
     writeFileSync(historyFile, formatHistory(history));
     const result = checkHistory(history);
-    return { history, historyFile, result, wallMs: Date.now() - startedMs, faults, clientCrashesMidTxn, brokerRestartMs, brokerVictims };
+    const finalSettled = final.events().find((e): e is FinalSettled => e.type === "final-settled");
+    return { history, historyFile, result, wallMs: Date.now() - startedMs, faults, clientCrashesMidTxn, brokerRestartMs, brokerVictims, finalSettled };
   } catch (error) {
     const tails = brokers.logTails();
     if (tails !== "" && error instanceof Error) error.message += `\n${tails}`;

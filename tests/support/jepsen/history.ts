@@ -90,7 +90,28 @@ export interface FinalEnd extends TopicPartition {
   end: number;
 }
 
-export type HistoryEvent = TxnEvent | SeekEvent | CommittedEvent | ProcessEvent | NemesisEvent | FinalRecord | FinalEnd;
+/** A partition with a transaction still open when the final read looked: its LSO below its high watermark. */
+export interface OpenPartition extends TopicPartition {
+  stable: number;
+  high: number;
+}
+
+/**
+ * Printed before the final read: how long it waited for every transaction to be settled (each LSO at its high
+ * watermark), and which partitions were still open when it first looked (markers on their way).
+ */
+export interface FinalSettled {
+  type: "final-settled";
+  waitedMs: number;
+  openAtFirst: OpenPartition[];
+}
+
+/** A partition still open at the final read's deadline (then the read fails). */
+export interface FinalOpen extends OpenPartition {
+  type: "final-open";
+}
+
+export type HistoryEvent = TxnEvent | SeekEvent | CommittedEvent | ProcessEvent | NemesisEvent | FinalSettled | FinalOpen | FinalRecord | FinalEnd;
 
 export const tpKey = (tp: TopicPartition): string => `${tp.topic}/${tp.partition}`;
 

@@ -23,9 +23,10 @@ import type { TxnState } from "../../../src/domain/txn/txn-state.ts";
 import { TxnStateStore } from "../../../src/storage/txn-state-store.ts";
 import type { Waker, WakeTarget } from "../../../src/cluster/waker.ts";
 import { ManualClock } from "../../support/manual-clock.ts";
+import { ManualTimers } from "../../support/manual-timers.ts";
 import { MemoryFs } from "../../support/memory-fs.ts";
 import { txnEntryIn } from "../../support/txn-entry.ts";
-import { until } from "../../support/wait.ts";
+import { until, waitUntil } from "../../support/wait.ts";
 
 const DATA = "/data";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -105,6 +106,8 @@ interface Harness {
   coordinator: TxnCoordinator;
   /** How many times the coordinator looked for a decision's queued files (filesOf). */
   looks: () => number;
+  /** The coordinator's backoff timers, when the setup asked for manual ones. */
+  backoff: ManualTimers | undefined;
 }
 
 async function setup(
@@ -124,6 +127,8 @@ async function setup(
     queuedMarkersPausesMs?: { firstMs: number; maxMs: number };
     waker?: Waker;
     askPeerToApply?: TxnCoordinatorDeps["askPeerToApply"];
+    /** Manual timers for the coordinator's backoff of decided transactions that failed (`backoff` in the harness). */
+    backoff?: boolean;
   } = {},
 ): Promise<Harness> {
   const fs = opts.fs ?? new MemoryFs();
@@ -138,6 +143,7 @@ async function setup(
   const queue = new MarkerQueue(fs, DATA);
   const offsets = new FakeOffsets(events);
   let looks = 0;
+  const backoff = opts.backoff === true ? new ManualTimers(clock) : undefined;
   const coordinator = new TxnCoordinator({
     store,
     allocateProducerId: () => producerIds.allocate(),
@@ -160,6 +166,7 @@ async function setup(
     clock,
     log: silentLogger,
     options: { transactionMaxTimeoutMs: 900_000, timers: false, loadAllSlotsAtStart: opts.cluster !== true, ...(opts.completionHoldMaxMs === undefined ? {} : { completionHoldMaxMs: opts.completionHoldMaxMs }), ...(opts.queuedMarkersWaitMs === undefined ? {} : { queuedMarkersWaitMs: opts.queuedMarkersWaitMs }), ...(opts.queuedMarkersPausesMs === undefined ? {} : { queuedMarkersPausesMs: opts.queuedMarkersPausesMs }) },
+    ...(backoff === undefined ? {} : { backoffTimers: backoff }),
     ...(opts.waker === undefined ? {} : { waker: opts.waker }),
     ...(opts.askPeerToApply === undefined ? {} : { askPeerToApply: opts.askPeerToApply }),
     ...(opts.observer === undefined ? {} : { observer: opts.observer }),
@@ -167,7 +174,7 @@ async function setup(
   });
   await coordinator.start();
   if (opts.ready !== false) await coordinator.whenReady();
-  return { fs, clock, ownership, events, partitions, offsets, store, queue, coordinator, looks: () => looks };
+  return { fs, clock, ownership, events, partitions, offsets, store, queue, coordinator, looks: () => looks, backoff };
 }
 
 async function init(h: Harness, transactionalId: string, timeoutMs = 60_000): Promise<{ producerId: number; producerEpoch: number }> {
@@ -440,6 +447,55 @@ describe("commit and abort", () => {
     expect(await h.coordinator.completeUnfinished()).toBe(1);
     expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
     expect(h.coordinator.unfinishedIds()).toEqual([]);
+  });
+
+  test("a retriable marker failure is tried again on a doubling backoff of its own (50 ms to 1 s), writing only the missing marker, until it completes", async () => {
+    const h = await setup({ backoff: true });
+    const timers = h.backoff!;
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0, 1) });
+    h.partitions.failures.set("orders-1", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    const refusals = () => h.events.filter((e) => e === `marker orders-1 commit epoch=${p.producerEpoch} error=${ErrorCode.NOT_LEADER_OR_FOLLOWER}`).length;
+    await waitUntil(() => refusals() === 1 && timers.pending === 1, "the answer's own attempt refused, a retry scheduled");
+    for (const [i, delayMs] of [50, 100, 200, 400, 800, 1_000, 1_000].entries()) {
+      await timers.advance(delayMs - 1);
+      expect(refusals()).toBe(i + 1);
+      await timers.advance(1);
+      await waitUntil(() => refusals() === i + 2 && timers.pending === 1, `retry ${i + 1} after ${delayMs} ms, and the next scheduled`);
+    }
+    expect(h.events.filter((e) => e.startsWith("marker orders-0"))).toHaveLength(1);
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
+    h.partitions.failures.clear();
+    await timers.advance(1_000);
+    await waitUntil(() => h.coordinator.unfinishedIds().length === 0, "the transaction completed");
+    expect((await h.store.get("tx"))?.state).toBe("CompleteCommit");
+    expect(h.partitions.written.map((w) => `${w.topic}-${w.partition}`)).toEqual(["orders-0", "orders-1"]);
+    expect(timers.pending).toBe(0);
+  });
+
+  test("the backoff stops when the slot is handed over and when the coordinator closes", async () => {
+    const h = await setup({ backoff: true });
+    const timers = h.backoff!;
+    const p = await init(h, "tx");
+    await h.coordinator.addPartitions({ ...ref("tx", p), partitions: orders(0) });
+    h.partitions.failures.set("orders-0", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    expect((await h.coordinator.endTxn({ ...ref("tx", p), commit: true })).errorCode).toBe(ErrorCode.NONE);
+    const attempts = () => h.events.filter((e) => e.startsWith("marker orders-0")).length;
+    await waitUntil(() => attempts() === 1 && timers.pending === 1, "a retry scheduled");
+    // Handed over: the retry that falls due does nothing, and schedules nothing (the new owner takes it on).
+    h.ownership.txnSlotOwners.set(slotOf("tx"), 7);
+    await timers.advance(50);
+    expect(attempts()).toBe(1);
+    expect(timers.pending).toBe(0);
+    // Owned again, and the reconcile pass refused again: scheduled again; closing cancels it.
+    h.ownership.txnSlotOwners.delete(slotOf("tx"));
+    expect(await h.coordinator.completeUnfinished()).toBe(0);
+    expect(attempts()).toBe(2);
+    expect(timers.pending).toBe(1);
+    await h.coordinator.close();
+    expect(timers.pending).toBe(0);
+    expect((await h.store.get("tx"))?.state).toBe("PrepareCommit");
   });
 
   test("retries of a pending decision write only the markers still missing; the producer's retry completes it", async () => {

@@ -14,6 +14,8 @@ import { MarkerQueue, type QueuedMarkers } from "../../../src/storage/marker-que
 import { MemoryFs } from "../../support/memory-fs.ts";
 import { waitUntil } from "../../support/wait.ts";
 import type { WakeTarget, Waker } from "../../../src/cluster/waker.ts";
+import { ManualClock } from "../../support/manual-clock.ts";
+import { ManualTimers } from "../../support/manual-timers.ts";
 
 const DATA = "/data";
 
@@ -60,7 +62,9 @@ function setup(selfId = 1, extra: Partial<ConstructorParameters<typeof MarkerQue
   const written: string[] = [];
   const failures = new Map<string, number>();
   let durable = true;
+  let attempts = 0;
   const writeMarker = async (topic: string, partition: number, m: MarkerSpec): Promise<MarkerWriteResult> => {
+    attempts += 1;
     const code = failures.get(`${topic}-${partition}`);
     if (code !== undefined) return { ok: false, errorCode: code };
     // The file must still be there while the marker is being made durable.
@@ -68,8 +72,11 @@ function setup(selfId = 1, extra: Partial<ConstructorParameters<typeof MarkerQue
     written.push(`${topic}-${partition} ${m.commit ? "commit" : "abort"} pid=${m.producerId} epoch=${m.producerEpoch}`);
     return { ok: true, offset: written.length };
   };
-  const watcher = new MarkerQueueWatcher({ queue, ownership, writeMarker, log: silentLogger, ...extra });
-  return { fs, queue, ownership, written, failures, watcher, fileStayedUntilWritten: () => durable };
+  // Manual timers: the retry backoff fires only when a test moves them.
+  const clock = new ManualClock();
+  const timers = new ManualTimers(clock);
+  const watcher = new MarkerQueueWatcher({ queue, ownership, writeMarker, log: silentLogger, timers, ...extra });
+  return { fs, queue, ownership, written, failures, watcher, timers, attempts: () => attempts, fileStayedUntilWritten: () => durable };
 }
 
 describe("marker queue watcher", () => {
@@ -193,6 +200,37 @@ describe("marker queue watcher", () => {
     expect((await h.watcher.poll()).completed).toBe(1);
     expect(h.written).toEqual(["orders-0 abort pid=4000 epoch=3", "orders-2 abort pid=4000 epoch=3", "orders-1 abort pid=4000 epoch=3"]);
     expect(await h.queue.list(1)).toEqual([]);
+  });
+
+  test("what a pass left to retry is looked at again on a backoff (50 ms doubling up to the poll interval), not only at the next poll", async () => {
+    const h = setup(1, { pollIntervalMs: 300 });
+    const path = await h.queue.enqueue(1, markers([0, 1]));
+    h.failures.set("orders-1", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    // Each look again tries the refused marker once (the other one is done).
+    const attempts = h.attempts;
+    expect((await h.watcher.poll()).retried).toBe(1);
+    expect(h.timers.pending).toBe(1);
+    for (const delayMs of [50, 100, 200, 300, 300]) {
+      const before = attempts();
+      await h.timers.advance(delayMs - 1);
+      expect(attempts()).toBe(before);
+      await h.timers.advance(1);
+      await waitUntil(() => attempts() === before + 1 && h.timers.pending === 1, `a look again after ${delayMs} ms`);
+    }
+    h.failures.clear();
+    await h.timers.advance(300);
+    await waitUntil(() => h.written.length === 2, "the marker written at the look again");
+    expect(await h.queue.read(path)).toBeUndefined();
+    expect(h.timers.pending).toBe(0);
+    // The backoff starts again from 50 ms for the next failure.
+    await h.queue.enqueue(1, markers([1], { producerId: 4001 }));
+    h.failures.set("orders-1", ErrorCode.NOT_LEADER_OR_FOLLOWER);
+    await h.watcher.poll();
+    const before = attempts();
+    await h.timers.advance(50);
+    await waitUntil(() => attempts() === before + 1, "the first look again after 50 ms");
+    await h.watcher.stop();
+    expect(h.timers.pending).toBe(0);
   });
 
   test("deleted partitions are dropped and superseded markers count as done", async () => {
