@@ -3,9 +3,9 @@
  * docs/architecture.md, "The partition log"): `append` assigns offsets, stamps and indexes the batches in
  * place and queues their bytes; one pump writes the queue out in order, coalescing queued writes to one
  * segment into one write call, and performs rolls in queue order (the old segment made durable before
- * the next one's file exists); `flush` is the group commit that advances the durable end offset; the log
- * checkpoint is rewritten after rolls and now and then after flushes. Any failed write, fsync or
- * checkpoint fails the log (`fail`).
+ * the next one's file exists); `flush` is the group commit that advances the durable end offset (pipelined:
+ * see `flush`); the log checkpoint is rewritten after rolls and now and then after flushes. Any failed
+ * write, fsync or checkpoint fails the log (`fail`).
  */
 import { FatalError } from "../../errors/errors.ts";
 import {
@@ -80,7 +80,12 @@ export class PartitionAppender {
   tail: Promise<void> = Promise.resolve();
   /** Segments with writes that no fsync has covered yet. */
   private readonly unsynced = new Set<Segment>();
-  readonly flusher: GroupCommit;
+  /** The flush that callers join: requested, its writes not yet all performed, so nothing captured yet. */
+  private gathering: Promise<void> | undefined;
+  /** Every flush not yet settled (close waits for them: they use the handles). */
+  private readonly flushes = new Set<Promise<void>>();
+  /** Settles once the last flush captured so far and every one before it have settled. */
+  private lastCaptured: Promise<void> = Promise.resolve();
   readonly checkpointer: GroupCommit;
 
   constructor(
@@ -89,7 +94,6 @@ export class PartitionAppender {
     private readonly indexes: SegmentIndexCache,
   ) {
     // A failed fsync or checkpoint write leaves what is on disk unknown: the log fails as a whole.
-    this.flusher = new GroupCommit(() => this.failOnError(this.runFlush()));
     this.checkpointer = new GroupCommit(() => this.failOnError(this.runCheckpoint()));
   }
 
@@ -149,11 +153,40 @@ export class PartitionAppender {
     await this.checkpointer.idle();
   }
 
-  /** Group commit: resolves once every append made before the call is durable. */
+  /**
+   * Group commit, pipelined: resolves once every append made before the call is durable. Callers join the
+   * flush that is still gathering (waiting for queued writes to be performed); once those are performed it
+   * captures what it covers (the log end, the segments written) and fsyncs, and the next caller starts
+   * the next flush at once, without waiting for this fsync to end. The file system's batched sync below
+   * (platform/batched-sync.ts) makes the fsyncs of one event-loop turn share a syncfs and lets one wait for
+   * the one in flight, so a caller waits for at most the sync in flight and the next, where waiting for
+   * this partition's previous flush to end first could cost a third: a transaction's markers, ten
+   * partitions each busy with other producers' flushes, took the longest of ten such waits.
+   */
   flush(): Promise<void> {
     if (this.state.failure !== undefined) return Promise.reject(this.state.failure);
     if (this.state.durableEnd >= this.state.logEnd) return Promise.resolve();
-    return this.flusher.request();
+    return this.requestFlush();
+  }
+
+  /** A flush even when nothing is known to be undurable (close: the final one). */
+  requestFlush(): Promise<void> {
+    if (this.gathering !== undefined) return this.gathering;
+    const flush = this.failOnError(this.runFlush());
+    // runFlush awaits before it captures anything, so `gathering` is set before it can be cleared.
+    this.gathering = flush;
+    this.flushes.add(flush);
+    const forget = () => {
+      this.flushes.delete(flush);
+      if (this.gathering === flush) this.gathering = undefined;
+    };
+    flush.then(forget, forget);
+    return flush;
+  }
+
+  /** Resolves when no flush is in flight (failures are the requesters' to see). */
+  async flushesIdle(): Promise<void> {
+    while (this.flushes.size > 0) await Promise.all([...this.flushes].map((f) => f.catch(() => undefined)));
   }
 
   private shouldRoll(segment: Segment, setBytes: number, lastOffset: number, nowMs: number): boolean {
@@ -311,13 +344,37 @@ export class PartitionAppender {
   }
 
   private async runFlush(): Promise<void> {
+    // Until every queued write is performed: what is captured below must be on its way to the page cache.
+    // Callers keep joining meanwhile; their appends are queued before the tail settles, so they are covered.
+    for (;;) {
+      const tail = this.tail;
+      await tail;
+      if (this.tail === tail) break;
+    }
+    // The capture, in one synchronous step: from here a caller starts the next flush.
+    this.gathering = undefined;
     const target = this.state.logEnd;
     const segments = [...this.unsynced];
     const sizes = segments.map((s) => s.sizeBytes);
     this.unsynced.clear();
-    await this.tail;
-    // A segment whose roll completed meanwhile was fsynced by the roll.
-    await Promise.all(segments.filter((s) => s.pinned).map((s) => this.fsyncHandle(s)));
+    // The flushes captured before this one cover writes below `target` that this one does not fsync again
+    // (their segments left `unsynced` with them): the durable end moves only once they are done too.
+    const earlier = this.lastCaptured;
+    let captured!: () => void;
+    this.lastCaptured = new Promise<void>((resolve) => (captured = resolve));
+    try {
+      // A segment whose roll completed was fsynced by the roll.
+      await Promise.all(segments.filter((s) => s.pinned).map((s) => this.fsyncHandle(s)));
+    } catch (error) {
+      // Failed before the flushes after this one go on: they look at the failure below.
+      this.fail(error);
+      captured();
+      throw error;
+    }
+    await earlier;
+    captured();
+    // An earlier flush that failed failed the log: nothing of this one may count as durable either.
+    if (this.state.failure !== undefined) throw this.state.failure;
     segments.forEach((s, i) => (s.durableBytes = Math.max(s.durableBytes, sizes[i]!)));
     if (target > this.state.durableEnd) {
       this.state.durableEnd = target;

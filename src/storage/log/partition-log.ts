@@ -612,7 +612,7 @@ export class PartitionLog {
       await this.txnIndexWrites.catch(() => undefined);
       if (this.state.failure === undefined) {
         await this.appender.tail.catch(() => undefined);
-        if (this.state.durableEnd < this.state.logEnd) await this.appender.flusher.request();
+        if (this.state.durableEnd < this.state.logEnd) await this.appender.requestFlush();
         await this.appender.checkpointer.idle();
         if (this.state.failure !== undefined) throw this.state.failure;
         const active = this.state.active;
@@ -630,7 +630,7 @@ export class PartitionLog {
       }
     } finally {
       // An fsync or checkpoint run still in flight (a failed log skips the waits above) uses the handles.
-      await this.appender.flusher.idle();
+      await this.appender.flushesIdle();
       await this.appender.checkpointer.idle();
       this.state.closed = true;
       await this.handles.closeHandles();
