@@ -11,7 +11,7 @@
  *                                     [--endtxn-duration S] [--ids 10000,100000] [--kafka-ids LIST]
  *                                     [--precreate-timeout S] [--broker-warmup S] [--scenarios a,b,c]
  *                                     [--kafka-txn-version 1|2] [--data-root DIR] [--bunka-binary PATH]
- *                                     [--rounds N] [--kafka-flush] [--tls]
+ *                                     [--rounds N] [--kafka-flush] [--tls] [--txn-rate R]
  *
  * Every transaction is: beginTransaction(); 10 x send() of a 1 KiB record (each to another of the topic's 16
  * partitions); flush(); commitTransaction(). Each producer thread has its own transactional.id. Scenarios,
@@ -129,6 +129,8 @@ interface Options {
   kafkaFlush: boolean;
   /** --tls: the tools reach both brokers over an SSL listener. */
   tls: boolean;
+  /** (b): transactions per second offered in all (an open loop), instead of each producer's next at once. */
+  txnRate?: number;
 }
 
 const PARTITIONS = 16;
@@ -145,13 +147,16 @@ const LOAD_TOOL_JVM = ["-Xshare:auto", "-Xmx1g"];
 const USAGE = `usage: bun scripts/bench-transactions.ts [--only kafka|bunka] [--duration S] [--warmup S]
        [--producers N] [--endtxn-duration S] [--ids LIST] [--kafka-ids LIST] [--precreate-timeout S]
        [--broker-warmup S] [--scenarios a,b,c] [--kafka-txn-version 1|2] [--data-root DIR]
-       [--bunka-binary PATH] [--rounds N] [--kafka-flush] [--tls]
+       [--bunka-binary PATH] [--rounds N] [--kafka-flush] [--tls] [--txn-rate R]
 
   --only B               run one broker only (kafka or bunka; --kafka-flush still adds its variant)
   --duration S           (a), (b): seconds measured (default 20)
   --warmup S             (a), (b): seconds of transactions before the measurement (default 10; the load tool's
                          own JVM is new for every row and needs them)
   --producers N          (b): concurrent transactional producers (default 16)
+  --txn-rate R           (b): offer R transactions per second in all, each producer on a fixed schedule (an
+                         open loop), so that the brokers' latencies are compared at the same load; without it
+                         each producer starts its next transaction once the last committed (a closed loop)
   --endtxn-duration S    (c): seconds measured per row, after ${ENDTXN_WARMUP_S} s of warm-up (default 10)
   --ids LIST             (c): transactional ids in the store for the rows after the first (default 10000,100000)
   --kafka-ids LIST       (c): the same for Apache Kafka only (default: --ids)
@@ -208,6 +213,9 @@ function parseArgs(argv: string[]): Options {
         break;
       case "--producers":
         o.producers = Math.round(num(2));
+        break;
+      case "--txn-rate":
+        o.txnRate = num(1);
         break;
       case "--endtxn-duration":
         o.endTxnDurationS = num(1);
@@ -494,6 +502,41 @@ interface Ok {
   precreate?: Precreate;
   /** bunka only: the mean of each EndTxn step over the row (its warm-up included), from /metrics. */
   endTxnStepsMs?: { phase: string; meanMs: number }[];
+  /**
+   * bunka only: a data file's fsync wait over the row (its warm-up included), from /metrics: the mean, how
+   * many, and the share that took longer than 2.5 and 5 ms (the histogram's buckets).
+   */
+  fsyncWait?: FsyncWait;
+}
+
+interface FsyncWait {
+  meanMs: number;
+  count: number;
+  over2500usPct: number;
+  over5msPct: number;
+}
+
+/** The file fsyncs' totals and the cumulative counts of their 2.5 and 5 ms buckets, from one scrape. */
+async function scrapeFileFsyncs(metricsUrl: string): Promise<{ sumS: number; count: number; le2500us: number; le5ms: number }> {
+  const text = await (await fetch(metricsUrl)).text();
+  const value = (pattern: RegExp) => Number(text.match(pattern)?.[1] ?? 0);
+  return {
+    sumS: value(/^bunka_fsync_duration_seconds_sum\{kind="file"\} (\S+)$/m),
+    count: value(/^bunka_fsync_duration_seconds_count\{kind="file"\} (\S+)$/m),
+    le2500us: value(/^bunka_fsync_duration_seconds_bucket\{kind="file",le="0.0025"\} (\S+)$/m),
+    le5ms: value(/^bunka_fsync_duration_seconds_bucket\{kind="file",le="0.005"\} (\S+)$/m),
+  };
+}
+
+function fsyncWaitBetween(before: Awaited<ReturnType<typeof scrapeFileFsyncs>>, after: Awaited<ReturnType<typeof scrapeFileFsyncs>>): FsyncWait | undefined {
+  const count = after.count - before.count;
+  if (count <= 0) return undefined;
+  return {
+    meanMs: ((after.sumS - before.sumS) * 1000) / count,
+    count,
+    over2500usPct: (100 * (count - (after.le2500us - before.le2500us))) / count,
+    over5msPct: (100 * (count - (after.le5ms - before.le5ms))) / count,
+  };
 }
 
 const END_TXN_PHASES_FAMILY = "bunka_txn_end_phase_duration_seconds";
@@ -567,10 +610,12 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
     "--id-prefix", s.idPrefix ?? (s.ids === undefined ? `bench-txn-${s.id}` : "bench-endtxn"),
     "--drain-timeout", String(DRAIN_TIMEOUT_S),
     ...(consumer ? ["--consumer"] : []),
+    ...(s.id === "b" && opts.txnRate !== undefined ? ["--txn-rate", String(opts.txnRate)] : []),
     ...toolConfigArgs(broker, "--client-config"),
   ];
   const timeoutMs = (warmupS + durationS + DRAIN_TIMEOUT_S + 90) * 1000;
   const stepsBefore = broker.metricsUrl === undefined ? undefined : await scrapeHistogramTotals(broker.metricsUrl, END_TXN_PHASES_FAMILY);
+  const fsyncsBefore = broker.metricsUrl === undefined ? undefined : await scrapeFileFsyncs(broker.metricsUrl);
   const run = await runLoadTool(args, `${broker.kind} ${s.id}`, timeoutMs);
   const peakRssKb = watch.stop();
   const cpuReport = cpu.stop(run.cpuMicros);
@@ -578,6 +623,8 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
     stepsBefore === undefined || broker.metricsUrl === undefined
       ? undefined
       : endTxnStepMeans(stepsBefore, await scrapeHistogramTotals(broker.metricsUrl, END_TXN_PHASES_FAMILY));
+  const fsyncWait =
+    fsyncsBefore === undefined || broker.metricsUrl === undefined ? undefined : fsyncWaitBetween(fsyncsBefore, await scrapeFileFsyncs(broker.metricsUrl));
   const r = run.result;
   const stderrHint = () => {
     const e = firstStderrError(run);
@@ -601,7 +648,7 @@ async function runScenario(broker: Broker, s: Scenario, opts: Options, idsInStor
       };
     }
   }
-  return { ok: true, r, peakRssKb, cpu: cpuReport, precreate, ...(endTxnStepsMs === undefined ? {} : { endTxnStepsMs }) };
+  return { ok: true, r, peakRssKb, cpu: cpuReport, precreate, ...(endTxnStepsMs === undefined ? {} : { endTxnStepsMs }), ...(fsyncWait === undefined ? {} : { fsyncWait }) };
 }
 
 /**
@@ -901,6 +948,12 @@ function detailOf(kind: BrokerVariant, s: Scenario, o: Ok): string {
     const steps = o.endTxnStepsMs.map((step) => `${step.phase} ${fmtMs(step.meanMs)}`).join(", ");
     parts.push(`EndTxn steps in the broker (mean over the row, warm-up included, /metrics): ${steps} ms`);
   }
+  if (o.fsyncWait !== undefined) {
+    const w = o.fsyncWait;
+    parts.push(
+      `a data file's fsync waited ${fmtMs(w.meanMs)} ms on average, ${w.over2500usPct.toFixed(1)}% of them over 2.5 ms and ${w.over5msPct.toFixed(1)}% over 5 ms (${fmtNum(w.count)} fsyncs, warm-up included, /metrics)`,
+    );
+  }
   if (o.precreate) {
     const retried = [...o.precreate.retried].map(([name, n]) => `${fmtNum(n)} ${name}`).join(", ");
     parts.push(
@@ -1012,9 +1065,12 @@ async function main(): Promise<number> {
       `--ids ${opts.ids.join(",")}${opts.kafkaIds ? ` --kafka-ids ${opts.kafkaIds.join(",")}` : ""}` +
       `${opts.kafkaTxnVersion ? ` --kafka-txn-version ${opts.kafkaTxnVersion}` : ""}` +
       `${opts.scenarios.size < 3 ? ` --scenarios ${[...opts.scenarios].sort().join(",")}` : ""}` +
-      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}${opts.kafkaFlush ? " --kafka-flush" : ""}${opts.only ? ` --only ${opts.only}` : ""}${opts.tls ? " --tls" : ""}`,
+      `${opts.rounds !== undefined ? ` --rounds ${opts.rounds}` : ""}${opts.kafkaFlush ? " --kafka-flush" : ""}${opts.only ? ` --only ${opts.only}` : ""}${opts.tls ? " --tls" : ""}${opts.txnRate !== undefined ? ` --txn-rate ${opts.txnRate}` : ""}`,
     `transaction: beginTransaction, ${RECORDS_PER_TXN} x send(${RECORD_SIZE} B) each to another of ${PARTITIONS} partitions, flush, commitTransaction; ` +
-      "one transactional.id per producer thread; Java producer defaults otherwise (acks=all, idempotence, linger.ms=5, max.in.flight=5)",
+      "one transactional.id per producer thread; Java producer defaults otherwise (acks=all, idempotence, linger.ms=5, max.in.flight=5)" +
+      (opts.txnRate === undefined
+        ? "; each producer starts its next transaction once the last committed (a closed loop)"
+        : `; (b) offers ${opts.txnRate} transactions/s in all, each producer on a fixed schedule (an open loop: the brokers' latencies at the same load)`),
     `transaction protocol: ${versions} (at 2 the Java client sends no AddPartitionsToTxn, the broker adds partitions on Produce, EndTxn v5 bumps the epoch)`,
     "EndTxn = the commitTransaction() call (after flush(), so it is the EndTxn round trip); visible = from that call until a " +
       "read_committed consumer (same JVM, all partitions assigned) polls the transaction's last record; txn/s counts commits inside the measured window",

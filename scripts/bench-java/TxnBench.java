@@ -5,7 +5,13 @@
  *
  *   java -cp <classes>:<libs>/* TxnBench --bootstrap H:P --topic T --partitions 16 --producers N
  *        --duration S --warmup S [--records-per-txn 10] [--record-size 1024] [--consumer]
- *        [--id-prefix P] [--drain-timeout S] [--client-config FILE]
+ *        [--id-prefix P] [--drain-timeout S] [--client-config FILE] [--txn-rate R]
+ *
+ * --txn-rate: R transactions per second in all, each producer starting its transactions on its own fixed
+ * schedule (R / producers per second, the producers' schedules spread over one period), so that two brokers
+ * are compared at the same offered load; a producer that falls behind starts the next one at once, and the
+ * schedule is never made up later (what the broker could not take shows as fewer transactions per second).
+ * Without it each producer starts the next transaction as soon as the last one committed (a closed loop).
  *
  * --client-config: a properties file every client gets first (e.g. security.protocol=SSL and the ssl.* keys).
  *
@@ -60,6 +66,8 @@ public final class TxnBench {
   static int partitions = 16;
   static int producers = 1;
   static double durationS = 20;
+  /** Transactions per second over all producers; 0: a closed loop. */
+  static double txnRate = 0;
   static double warmupS = 5;
   static int recordsPerTxn = 10;
   static int recordSize = 1024;
@@ -153,10 +161,18 @@ public final class TxnBench {
         return;
       }
       long txn = 0;
+      long periodNs = txnRate > 0 ? (long) (1e9 * producers / txnRate) : 0;
+      long nextStartNs = System.nanoTime() + (periodNs * index) / Math.max(1, producers);
       byte[][] values = new byte[recordsPerTxn][];
       for (int j = 0; j < recordsPerTxn; j++) values[j] = new byte[recordSize];
       try {
         while (!stopProducers) {
+          if (periodNs > 0) {
+            long waitNs = nextStartNs - System.nanoTime();
+            if (waitNs > 0) java.util.concurrent.locks.LockSupport.parkNanos(waitNs);
+            // Behind schedule: start now, and do not make the missed starts up later.
+            nextStartNs = Math.max(nextStartNs + periodNs, System.nanoTime());
+          }
           producer.beginTransaction();
           long id = ((long) index << 40) | txn;
           for (int j = 0; j < recordsPerTxn; j++) {
@@ -289,6 +305,7 @@ public final class TxnBench {
         case "--partitions": partitions = Integer.parseInt(args[++i]); break;
         case "--producers": producers = Integer.parseInt(args[++i]); break;
         case "--duration": durationS = Double.parseDouble(args[++i]); break;
+        case "--txn-rate": txnRate = Double.parseDouble(args[++i]); break;
         case "--warmup": warmupS = Double.parseDouble(args[++i]); break;
         case "--records-per-txn": recordsPerTxn = Integer.parseInt(args[++i]); break;
         case "--record-size": recordSize = Integer.parseInt(args[++i]); break;

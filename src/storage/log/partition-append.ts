@@ -346,6 +346,8 @@ export class PartitionAppender {
   private async runFlush(): Promise<void> {
     // Until every queued write is performed: what is captured below must be on its way to the page cache.
     // Callers keep joining meanwhile; their appends are queued before the tail settles, so they are covered.
+    // The loop ends: the pump performs a queue's writes without giving way to new requests (its writes
+    // return at once), so only a roll's file work lets new appends in between two looks.
     for (;;) {
       const tail = this.tail;
       await tail;
