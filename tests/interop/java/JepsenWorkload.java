@@ -135,14 +135,20 @@ public class JepsenWorkload {
     }
   }
 
-  static void finalRead(String bootstrap, String[] topics, int partitions, long timeoutMs) throws Exception {
-    long deadline = System.currentTimeMillis() + timeoutMs;
+  /** A consumer of the final read: assigned partitions, no group commits, at the given isolation level. */
+  static Properties finalReaderProps(String bootstrap, String isolationLevel) {
     Properties props = clientProps(bootstrap);
-    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolationLevel);
     props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
     props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
     props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    return props;
+  }
+
+  static void finalRead(String bootstrap, String[] topics, int partitions, long timeoutMs) throws Exception {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    Properties props = finalReaderProps(bootstrap, "read_committed");
     try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
       List<TopicPartition> tps = new ArrayList<>();
       for (String t : topics) for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(t, p));
@@ -174,12 +180,7 @@ public class JepsenWorkload {
    * "final-open" and the read fails (exit 3): a marker that never comes is an anomaly, not a wait.
    */
   static Map<TopicPartition, Long> settledEnds(String bootstrap, KafkaConsumer<String, String> committed, List<TopicPartition> tps, long deadline) throws Exception {
-    Properties props = clientProps(bootstrap);
-    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
-    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-    props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-    props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-    props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    Properties props = finalReaderProps(bootstrap, "read_uncommitted");
     long startedMs = System.currentTimeMillis();
     List<String> openAtFirst = null;
     try (KafkaConsumer<String, String> uncommitted = new KafkaConsumer<>(props)) {
